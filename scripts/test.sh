@@ -1,0 +1,44 @@
+#!/usr/bin/env bash
+# Runs every check and test of fireonce: gofmt, go vet, and go test -race on
+# the real Firestore emulator, which this script starts on free loopback ports
+# (unless FIRESTORE_EMULATOR_HOST points at one already) and always stops.
+#
+#   ./scripts/test.sh            everything
+#   ./scripts/test.sh ./shared/... -run TestGuard   extra args go to go test
+set -euo pipefail
+cd "$(dirname "$0")/.."
+# shellcheck source=lib/emulator.sh
+. scripts/lib/emulator.sh
+
+fireonce_require_go
+
+cleanup() {
+  local rc=$?
+  fireonce_stop_emulator
+  exit "$rc"
+}
+trap cleanup EXIT
+trap 'exit 130' INT
+trap 'exit 143' TERM
+
+if [ -z "${FIRESTORE_EMULATOR_HOST:-}" ]; then
+  fireonce_start_emulator
+else
+  printf 'fireonce: using the Firestore emulator at FIRESTORE_EMULATOR_HOST=%s\n' "$FIRESTORE_EMULATOR_HOST" >&2
+fi
+
+echo "--- gofmt" >&2
+unformatted=$(gofmt -l .)
+if [ -n "$unformatted" ]; then
+  fireonce_die "gofmt would change: $unformatted"
+fi
+
+echo "--- go vet" >&2
+go vet ./...
+
+echo "--- go test" >&2
+if [ $# -gt 0 ]; then
+  go test -race -count=1 "$@"
+else
+  go test -race -count=1 ./...
+fi
