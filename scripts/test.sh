@@ -39,6 +39,13 @@ go vet ./...
 echo "--- go test" >&2
 if [ $# -gt 0 ]; then
   go test -race -count=1 "$@"
-else
-  go test -race -count=1 ./...
+  exit 0
 fi
+go test -race -count=1 ./...
+
+# Each fuzz target runs briefly on top of its seed corpus (which go test above
+# already ran as plain tests).
+echo "--- go test -fuzz" >&2
+for target in ./shared/firestoreevent:FuzzDecode; do
+  go test -run='^$' -fuzz="^${target#*:}\$" -fuzztime="${FIREONCE_FUZZTIME:-10s}" "${target%%:*}"
+done
