@@ -46,11 +46,17 @@ const maxIDBytes = 512
 
 // ID returns a string that names k in a store: "{eventID}-{function}" with
 // '%', '/' and '-' in either part percent-escaped, so the one bare '-' is
-// the separator and different keys never map to the same ID. It contains no
-// '/', so it is a valid Firestore document ID. An ID that would exceed 512
-// bytes is replaced by "sha256~" and the hex SHA-256 of the escaped form.
+// the separator and different keys never map to the same ID. A leading '_'
+// of the event ID is escaped too ("%5F"), so no ID matches Firestore's
+// reserved "__.*__". It contains no '/', so it is a valid Firestore document
+// ID. An ID that would exceed 512 bytes is replaced by "sha256~" and the hex
+// SHA-256 of the escaped form.
 func (k Key) ID() string {
-	id := escape(k.EventID) + "-" + escape(k.Function)
+	event := escape(k.EventID)
+	if strings.HasPrefix(event, "_") {
+		event = "%5F" + event[1:]
+	}
+	id := event + "-" + escape(k.Function)
 	if len(id) > maxIDBytes {
 		sum := sha256.Sum256([]byte(id))
 		return "sha256~" + hex.EncodeToString(sum[:])
