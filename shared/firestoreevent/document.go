@@ -81,10 +81,21 @@ func optionalTime(ts *timestamppb.Timestamp) (time.Time, error) {
 	if ts == nil {
 		return time.Time{}, nil
 	}
-	if err := ts.CheckValid(); err != nil {
+	if err := checkTime(ts); err != nil {
 		return time.Time{}, err
 	}
 	return ts.AsTime(), nil
+}
+
+// checkTime accepts the timestamps Firestore stores, 0001-01-01 to
+// 9999-12-31. Protobuf's own error text is deliberately unstable.
+func checkTime(ts *timestamppb.Timestamp) error {
+	const minSeconds, maxSeconds = -62135596800, 253402300799
+	s, n := ts.GetSeconds(), ts.GetNanos()
+	if s < minSeconds || s > maxSeconds || n < 0 || n >= 1e9 {
+		return fmt.Errorf("timestamp out of range (seconds %d, nanos %d)", s, n)
+	}
+	return nil
 }
 
 // checkValue makes sure toGo can convert v: every value has a type,
@@ -94,7 +105,7 @@ func checkValue(v *firestoredata.Value, path string) error {
 	case nil:
 		return fmt.Errorf("field %s: value has no type", path)
 	case *firestoredata.Value_TimestampValue:
-		if err := x.TimestampValue.CheckValid(); err != nil {
+		if err := checkTime(x.TimestampValue); err != nil {
 			return fmt.Errorf("field %s: %v", path, err)
 		}
 	case *firestoredata.Value_ReferenceValue:
