@@ -12,7 +12,8 @@ import (
 )
 
 // Identities: alice owns the seeded profile, post and device token; bob
-// follows alice; carol is any other signed-in user; "" is signed out.
+// follows alice; carol is any other signed-in user (with no profile); dave
+// has a profile the functions created (postCount only); "" is signed out.
 const (
 	alice = "alice"
 	bob   = "bob"
@@ -46,6 +47,8 @@ func seed(t *testing.T, admin *emulatorapi.User) {
 	}{
 		{aliceProfile, map[string]any{"displayName": "Alice", "postCount": 1}},
 		{"users/bob", map[string]any{"displayName": "Bob", "postCount": 0}},
+		// A profile that incrementPostCount created before its owner wrote one.
+		{"users/dave", map[string]any{"postCount": 2}},
 		{alicePost, map[string]any{"title": "Hello", "body": "First", "createdAt": emulatorapi.ServerTime}},
 		{bobFollows, map[string]any{"createdAt": emulatorapi.ServerTime}},
 		{aliceToken, map[string]any{"createdAt": emulatorapi.ServerTime}},
@@ -66,7 +69,9 @@ func get(path string) op {
 }
 
 func list(path string) op {
-	return func(ctx context.Context, u *emulatorapi.User) (*emulatorapi.Response, error) { return u.List(ctx, path) }
+	return func(ctx context.Context, u *emulatorapi.User) (*emulatorapi.Response, error) {
+		return u.List(ctx, path)
+	}
 }
 
 func create(path string, fields map[string]any) op {
@@ -91,7 +96,9 @@ func patch(path string, fields map[string]any) op {
 }
 
 func del(path string) op {
-	return func(ctx context.Context, u *emulatorapi.User) (*emulatorapi.Response, error) { return u.Delete(ctx, path) }
+	return func(ctx context.Context, u *emulatorapi.User) (*emulatorapi.Response, error) {
+		return u.Delete(ctx, path)
+	}
 }
 
 func post(title, body string) map[string]any {
@@ -131,7 +138,7 @@ func TestRules(t *testing.T) {
 		{"profile: signed-in user reads another's profile", carol, get(aliceProfile), allowed},
 		{"profile: signed-out read denied", anon, get(aliceProfile), denied},
 		{"profile: owner creates own profile", carol, create("users/carol", map[string]any{"displayName": "Carol"}), allowed},
-		{"profile: create for another user denied", carol, create("users/dave", map[string]any{"displayName": "Dave"}), denied},
+		{"profile: create for another user denied", carol, create("users/erin", map[string]any{"displayName": "Erin"}), denied},
 		{"profile: signed-out create denied", anon, create("users/carol", map[string]any{"displayName": "Carol"}), denied},
 		{"profile: create with postCount denied", carol, create("users/carol", map[string]any{"displayName": "Carol", "postCount": 0}), denied},
 		{"profile: create with extra field denied", carol, create("users/carol", map[string]any{"displayName": "Carol", "admin": true}), denied},
@@ -139,6 +146,7 @@ func TestRules(t *testing.T) {
 		{"profile: create with empty displayName denied", carol, create("users/carol", map[string]any{"displayName": ""}), denied},
 		{"profile: create with 101-char displayName denied", carol, create("users/carol", map[string]any{"displayName": strings.Repeat("d", 101)}), denied},
 		{"profile: owner updates displayName", alice, patch(aliceProfile, map[string]any{"displayName": "Alice B."}), allowed},
+		{"profile: owner names a profile the functions created", "dave", patch("users/dave", map[string]any{"displayName": "Dave"}), allowed},
 		{"profile: owner changes postCount denied", alice, patch(aliceProfile, map[string]any{"postCount": 99}), denied},
 		{"profile: owner replacing profile drops postCount, denied", alice, set(aliceProfile, map[string]any{"displayName": "Alice"}), denied},
 		{"profile: other user updates profile denied", carol, patch(aliceProfile, map[string]any{"displayName": "pwned"}), denied},
@@ -193,6 +201,7 @@ func TestRules(t *testing.T) {
 		{"fcmToken: owner re-registers token", alice, set(aliceToken, now), allowed},
 		{"fcmToken: other user registers token for owner denied", carol, create("users/alice/fcmTokens/dev2:APA91b-new", now), denied},
 		{"fcmToken: extra field denied", alice, create("users/alice/fcmTokens/dev2:APA91b-new", with(now, "platform", "ios")), denied},
+		{"fcmToken: non-timestamp createdAt denied", alice, create("users/alice/fcmTokens/dev2:APA91b-new", map[string]any{"createdAt": "today"}), denied},
 		{"fcmToken: owner deletes token", alice, del(aliceToken), allowed},
 		{"fcmToken: other user deletes token denied", carol, del(aliceToken), denied},
 
