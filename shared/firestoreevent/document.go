@@ -15,11 +15,11 @@ import (
 // Document is a Firestore document as an event carries it. Its fields are
 // validated by Decode; it is safe for concurrent reads.
 type Document struct {
-	Name       string // full resource name, "projects/P/databases/D/documents/<Path>"
-	Path       string // relative to the database, e.g. "users/u1/posts/p1"
-	ID         string // the last segment of Path
-	CreateTime time.Time
-	UpdateTime time.Time
+	Name       string    // full resource name, "projects/P/databases/D/documents/<Path>"
+	Path       string    // relative to the database, e.g. "users/u1/posts/p1"
+	ID         string    // the last segment of Path
+	CreateTime time.Time // zero when the event does not carry it
+	UpdateTime time.Time // zero when the event does not carry it
 
 	fields map[string]*firestoredata.Value
 }

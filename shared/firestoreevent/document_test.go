@@ -205,6 +205,9 @@ func TestDataToStruct(t *testing.T) {
 		t.Errorf("Where = %v, want %v", got.Where, want.Where)
 	}
 	got.Where, want.Where = nil, nil
+	if got.unexp != "" {
+		t.Errorf("DataTo set an unexported field to %q", got.unexp)
+	}
 	if !reflect.DeepEqual(got, want) {
 		t.Errorf("DataTo =\n%+v\nwant\n%+v", got, want)
 	}

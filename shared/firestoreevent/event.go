@@ -37,15 +37,15 @@ const (
 
 // Event is a decoded, validated Firestore document event.
 type Event struct {
-	ID              string // ce-id
-	Type            string // the full ce-type
-	Kind            Kind
-	WithAuthContext bool   // the type ends in ".withAuthContext"
-	AuthType        string // extension "authtype", e.g. "unauthenticated", "api_key", "system", "unknown"
-	AuthID          string // extension "authid"
-	Source          string // ce-source as received
-	Subject         string // ce-subject, "documents/<Document>"
-	Time            time.Time
+	ID              string    // ce-id
+	Type            string    // the full ce-type
+	Kind            Kind      // Type without prefix and ".withAuthContext"
+	WithAuthContext bool      // the type ends in ".withAuthContext"
+	AuthType        string    // extension "authtype", e.g. "unauthenticated", "api_key", "system", "unknown"
+	AuthID          string    // extension "authid"
+	Source          string    // ce-source as received
+	Subject         string    // ce-subject, "documents/<Document>"
+	Time            time.Time // ce-time; zero when absent
 
 	Project   string // extension "project", else parsed from Source or the document name
 	Database  string // extension "database", else parsed likewise
