@@ -67,7 +67,11 @@ func UnsignedIDToken(project, uid string) string {
 	return enc(header) + "." + enc(payload) + "."
 }
 
-// Precondition constrains a write on the document's existence.
+// Precondition constrains a write on the document's existence. The
+// emulator evaluates rules before the precondition and picks the rules
+// method from it: exists=false is checked as a "create" and exists=true as
+// an "update" whatever the document's state, so a denied write answers 403
+// even when the precondition would also fail.
 type Precondition int
 
 const (
