@@ -94,7 +94,9 @@ func TestRedisRestartMidLease(t *testing.T) {
 		wg          sync.WaitGroup
 	)
 	midEffect.Add(held)
-	keyOf := func(i int) driver.Key { return driver.Key{EventID: fmt.Sprintf("ev%d", i), Function: "sendPostNotification"} }
+	keyOf := func(i int) driver.Key {
+		return driver.Key{EventID: fmt.Sprintf("ev%d", i), Function: "sendPostNotification"}
+	}
 	for i := range keys {
 		for range dups {
 			wg.Go(func() {
