@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check and test of fireonce: gofmt, go vet, and go test -race on
 # the real Firestore emulator, which this script starts on free loopback ports
-# (unless FIRESTORE_EMULATOR_HOST points at one already) and always stops.
+# (unless FIRESTORE_EMULATOR_HOST points at one already) and always stops, and
+# on a real redis-server (installed from the Debian packages when missing,
+# started the same way unless FIREONCE_REDIS_ADDR or REDIS_URL is set).
 #
 #   ./scripts/test.sh            everything
 #   ./scripts/test.sh ./shared/... -run TestGuard   extra args go to go test
@@ -9,12 +11,15 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # shellcheck source=lib/emulator.sh
 . scripts/lib/emulator.sh
+# shellcheck source=lib/redis.sh
+. scripts/lib/redis.sh
 
 fireonce_require_go
 
 cleanup() {
   local rc=$?
   fireonce_stop_emulator
+  fireonce_stop_redis
   exit "$rc"
 }
 trap cleanup EXIT
@@ -25,6 +30,12 @@ if [ -z "${FIRESTORE_EMULATOR_HOST:-}" ]; then
   fireonce_start_emulator
 else
   printf 'fireonce: using the Firestore emulator at FIRESTORE_EMULATOR_HOST=%s\n' "$FIRESTORE_EMULATOR_HOST" >&2
+fi
+# The Redis store's restart test runs its own redis-server even when a shared
+# one is given, so the binary is always required.
+fireonce_require_redis
+if [ -z "${FIREONCE_REDIS_ADDR:-}" ] && [ -z "${REDIS_URL:-}" ]; then
+  fireonce_start_redis
 fi
 
 echo "--- gofmt" >&2

@@ -15,6 +15,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -46,18 +47,19 @@ const startTimeout = 20 * time.Second
 // Binary returns the redis-server to run, or fails t with how to install it.
 func Binary(t testing.TB) string {
 	t.Helper()
+	names := []string{"redis-server", "/usr/bin/redis-server"}
 	if bin := os.Getenv("REDIS_SERVER"); bin != "" {
-		return bin
+		names = []string{bin}
 	}
-	for _, name := range []string{"redis-server", "/usr/bin/redis-server"} {
+	for _, name := range names {
 		if bin, err := exec.LookPath(name); err == nil {
 			return bin
 		}
 	}
-	t.Fatal("redistest: redis-server not found; the Redis store's tests need a real one.\n" +
-		"  Debian/Ubuntu: apt-get update && apt-get install -y redis-server (./scripts/test.sh does this when run as root)\n" +
-		"  macOS: brew install redis\n" +
-		"  or set REDIS_SERVER to its path, or FIREONCE_REDIS_ADDR=host:port to a server you run")
+	t.Fatalf("redistest: %s not found; the Redis store's tests need a real redis-server.\n"+
+		"  Debian/Ubuntu: apt-get update && apt-get install -y redis-server (./scripts/test.sh does this when run as root)\n"+
+		"  macOS: brew install redis\n"+
+		"  or set REDIS_SERVER to its path", strings.Join(names, " or "))
 	return ""
 }
 
