@@ -62,10 +62,10 @@ func TestCheckRoot(t *testing.T) {
 
 func TestModulePath(t *testing.T) {
 	for in, want := range map[string]string{
-		"module example.com/a\n":             "example.com/a",
+		"module example.com/a\n":              "example.com/a",
 		"// c\nmodule \"example.com/b\" // x": "example.com/b",
-		"modules x\n":                        "",
-		"go 1.26\n":                          "",
+		"modules x\n":                         "",
+		"go 1.26\n":                           "",
 	} {
 		if got := modulePath([]byte(in)); got != want {
 			t.Errorf("modulePath(%q) = %q, want %q", in, got, want)
