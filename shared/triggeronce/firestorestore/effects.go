@@ -12,111 +12,64 @@ import (
 	"github.com/fireonce/fireonce/shared/triggeronce/driver"
 )
 
-// RunTx runs fn in a Firestore transaction that first reads the marker of
-// req.Key and commits a done marker together with fn's writes: the effect and
-// the marker commit atomically, or neither does.
-//
-// A done marker answers Done and a processing marker under a live lease
-// (another caller's Claim) answers InProgress, both without calling fn. A
-// missing marker answers Claimed, an expired one TakenOver, once the commit
-// succeeded. fn follows the client's RunTransaction contract: it may be called
-// more than once, must use the ctx and tx it is given, must do all its reads
-// before its writes, and its error is returned unchanged.
-//
-// Round trips: BeginTransaction, the marker read, fn's reads, Commit.
-func (s *Store) RunTx(ctx context.Context, req driver.ClaimRequest, fn func(context.Context, *firestore.Transaction) error) (driver.ClaimResult, error) {
-	ref := s.Doc(req.Key)
-	var res driver.ClaimResult
-	var fnErr error
-	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		res, fnErr = driver.ClaimResult{}, nil
-		snap, err := tx.Get(ref)
-		attempts := 1
-		switch {
-		case status.Code(err) == codes.NotFound:
-		case err != nil:
-			return err
-		default:
-			m, err := decode(snap)
-			if err != nil {
-				return err
-			}
-			var expired bool
-			if res, expired = judge(snap, m); !expired {
-				return nil
-			}
-			attempts = m.Attempts + 1
-		}
-		if fnErr = fn(ctx, tx); fnErr != nil {
-			return fnErr
-		}
-		done := fields(req.Key, req.Meta, driver.StateDone, req.Owner, attempts, req.Retention)
-		if attempts == 1 {
-			res = driver.ClaimResult{Status: driver.Claimed, Attempts: 1}
-			return tx.Create(ref, created(done))
-		}
-		res = driver.ClaimResult{Status: driver.TakenOver, Attempts: attempts}
-		return tx.Update(ref, asUpdates(done))
-	})
-	if err != nil {
-		if fnErr != nil && err == fnErr {
-			return driver.ClaimResult{}, err
-		}
-		return driver.ClaimResult{}, fmt.Errorf("firestorestore: run transaction for %s: %w", req.Key, err)
-	}
-	return res, nil
+// markerWrite is how an atomic run writes the done marker: a create with the
+// exists=false precondition, or, to take over an expired claim, an update
+// fenced on the update time of the marker it read.
+type markerWrite struct {
+	prev     *firestore.DocumentSnapshot // nil: create
+	attempts int
 }
 
-// maxBatchAttempts bounds RunBatch's retries when the marker changes between
-// its commit and its read.
-const maxBatchAttempts = 3
+// apply adds the marker write to a transaction or a batch through add.
+func (w markerWrite) apply(s *Store, req driver.ClaimRequest,
+	create func(*firestore.DocumentRef, any) error,
+	update func(*firestore.DocumentRef, []firestore.Update, ...firestore.Precondition) error) error {
+	done := fields(req.Key, req.Meta, driver.StateDone, req.Owner, w.attempts, req.Retention)
+	if w.prev == nil {
+		return create(s.Doc(req.Key), created(done))
+	}
+	return update(s.Doc(req.Key), asUpdates(done), firestore.LastUpdateTime(w.prev.UpdateTime))
+}
 
-// RunBatch is RunTx for blind writes (sets, updates, deletes, field
-// transforms such as firestore.Increment) that need no read: fn adds its
-// writes to a batch that also creates a done marker with the exists=false
-// precondition, and the batch commits atomically in one round trip. When the
-// marker exists the whole batch fails and nothing is written; RunBatch then
-// reads the marker to answer Done or InProgress, or, when it is missing again
-// or its lease expired, builds a new batch (calling fn again) fenced on what
-// it read. fn must only add writes to the batch it is given.
-//
-// It uses firestore.WriteBatch, deprecated by the client in favour of
-// Transaction and BulkWriter: BulkWriter is not atomic, and a transaction
-// with only writes still costs BeginTransaction plus Commit. A WriteBatch is
-// one atomic Commit, which is exactly what this needs.
-func (s *Store) RunBatch(ctx context.Context, req driver.ClaimRequest, fn func(*firestore.WriteBatch) error) (driver.ClaimResult, error) {
-	ref := s.Doc(req.Key)
-	var prev *firestore.DocumentSnapshot // an expired marker to take over
-	var prevAttempts int
+// maxAtomicAttempts bounds the commits of one atomic run when the marker
+// changes between a failed commit and the read that explains it.
+const maxAtomicAttempts = 3
+
+// runAtomic commits the done marker together with an effect's writes through
+// commit, which reports whether the effect itself failed (its error is then
+// returned unchanged). When the marker stops the commit, nothing is written;
+// runAtomic reads the marker to answer Done or InProgress, or takes an
+// expired claim over with a fenced update.
+func (s *Store) runAtomic(ctx context.Context, req driver.ClaimRequest,
+	commit func(markerWrite) (effectFailed bool, err error)) (driver.ClaimResult, error) {
+	w := markerWrite{attempts: 1}
 	var err error
-	for range maxBatchAttempts {
-		//lint:ignore SA1019 the one atomic single-round-trip multi-write (see above).
-		b := s.client.Batch()
-		res := driver.ClaimResult{Status: driver.Claimed, Attempts: 1}
-		if prev == nil {
-			b.Create(ref, created(fields(req.Key, req.Meta, driver.StateDone, req.Owner, 1, req.Retention)))
-		} else {
-			res = driver.ClaimResult{Status: driver.TakenOver, Attempts: prevAttempts + 1}
-			done := fields(req.Key, req.Meta, driver.StateDone, req.Owner, res.Attempts, req.Retention)
-			b.Update(ref, asUpdates(done), firestore.LastUpdateTime(prev.UpdateTime))
+	for range maxAtomicAttempts {
+		var effectFailed bool
+		if effectFailed, err = commit(w); err == nil {
+			if w.prev == nil {
+				return driver.ClaimResult{Status: driver.Claimed, Attempts: 1}, nil
+			}
+			return driver.ClaimResult{Status: driver.TakenOver, Attempts: w.attempts}, nil
 		}
-		if ferr := fn(b); ferr != nil {
-			return driver.ClaimResult{}, ferr
-		}
-		if _, err = b.Commit(ctx); err == nil {
-			return res, nil
+		if effectFailed {
+			return driver.ClaimResult{}, err
 		}
 		if c := status.Code(err); c != codes.AlreadyExists && c != codes.FailedPrecondition && c != codes.NotFound {
 			break
 		}
-		// The marker (or one of fn's preconditions) stopped the batch.
-		snap, gerr := ref.Get(ctx)
-		switch {
-		case status.Code(gerr) == codes.NotFound:
-			prev = nil
+		// Did the marker stop the commit, or one of the effect's own
+		// preconditions?
+		snap, gerr := s.Doc(req.Key).Get(ctx)
+		if status.Code(gerr) == codes.NotFound {
+			if w.prev == nil {
+				break // no marker, so the effect's precondition failed
+			}
+			w = markerWrite{attempts: 1} // the expired claim was released
 			continue
-		case gerr != nil:
-			return driver.ClaimResult{}, fmt.Errorf("firestorestore: batch for %s: read marker: %w", req.Key, gerr)
+		}
+		if gerr != nil {
+			return driver.ClaimResult{}, fmt.Errorf("firestorestore: %s: read marker: %w", req.Key, gerr)
 		}
 		m, derr := decode(snap)
 		if derr != nil {
@@ -125,29 +78,88 @@ func (s *Store) RunBatch(ctx context.Context, req driver.ClaimRequest, fn func(*
 		if res, expired := judge(snap, m); !expired {
 			return res, nil
 		}
-		prev, prevAttempts = snap, m.Attempts
+		if w.prev != nil && w.prev.UpdateTime.Equal(snap.UpdateTime) {
+			break // the marker we were fenced on did not change
+		}
+		w = markerWrite{prev: snap, attempts: m.Attempts + 1}
 	}
-	return driver.ClaimResult{}, fmt.Errorf("firestorestore: batch for %s: %w", req.Key, err)
+	return driver.ClaimResult{}, fmt.Errorf("firestorestore: commit %s with its marker: %w", req.Key, err)
+}
+
+// RunTx runs fn in a Firestore transaction whose commit also creates the done
+// marker of req.Key with the exists=false precondition: the effect and the
+// marker commit atomically, or neither does. The transaction does not read
+// the marker (a read would lock it, and concurrent duplicates that all read
+// it and then all write it wait on each other's locks); the precondition is
+// checked at commit instead.
+//
+// A commit stopped by the marker writes nothing; RunTx then reads the marker
+// and answers Done, or InProgress for another caller's live Claim, or takes
+// an expired claim over in a new transaction (TakenOver). A duplicate thus
+// calls fn, whose writes are discarded. fn follows the client's
+// RunTransaction contract: it may be called more than once, must use the ctx
+// and tx it is given, must do all its reads before its writes, and its error
+// is returned unchanged.
+//
+// Round trips of a first delivery: BeginTransaction, fn's reads, Commit.
+func (s *Store) RunTx(ctx context.Context, req driver.ClaimRequest, fn func(context.Context, *firestore.Transaction) error) (driver.ClaimResult, error) {
+	return s.runAtomic(ctx, req, func(w markerWrite) (bool, error) {
+		var fnErr error
+		err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
+			if fnErr = fn(ctx, tx); fnErr != nil {
+				return fnErr
+			}
+			return w.apply(s, req, tx.Create, tx.Update)
+		})
+		return fnErr != nil && err == fnErr, err
+	})
+}
+
+// RunBatch is RunTx for blind writes (sets, updates, deletes, transforms such
+// as firestore.Increment) that need no read: fn adds them to a batch that
+// also creates the done marker, and the batch commits atomically in one round
+// trip. fn may be called again (to take over an expired claim) and must only
+// add writes to the batch it is given.
+//
+// It uses firestore.WriteBatch, which the client deprecates in favour of
+// Transaction and BulkWriter: BulkWriter is not atomic, and a transaction
+// with only writes still costs BeginTransaction plus Commit. A WriteBatch is
+// one atomic Commit, which is exactly what this needs.
+func (s *Store) RunBatch(ctx context.Context, req driver.ClaimRequest, fn func(*firestore.WriteBatch) error) (driver.ClaimResult, error) {
+	return s.runAtomic(ctx, req, func(w markerWrite) (bool, error) {
+		//lint:ignore SA1019 the one atomic single-round-trip multi-write (see above).
+		b := s.client.Batch()
+		if err := fn(b); err != nil {
+			return true, err
+		}
+		err := w.apply(s, req,
+			func(ref *firestore.DocumentRef, v any) error { b.Create(ref, v); return nil },
+			func(ref *firestore.DocumentRef, u []firestore.Update, p ...firestore.Precondition) error {
+				b.Update(ref, u, p...)
+				return nil
+			})
+		if err != nil {
+			return false, err
+		}
+		_, err = b.Commit(ctx)
+		return false, err
+	})
 }
 
 // HasAlreadyTriggered reports whether a marker exists for key, creating a
-// done marker when none does, in one transaction: of any number of concurrent
-// callers with one key exactly one gets false. It is the seed approach's
-// primitive; see triggeronce.HasAlreadyTriggered for why Guard is better.
+// done marker when none does. It is one Commit: a create with the
+// exists=false precondition is atomic, so of any number of concurrent callers
+// with one key exactly one gets false. (The seed's transaction, read then
+// create, gives the same answers in three round trips, and concurrent callers
+// that all read the missing marker and then all write it wait on each other's
+// locks: on the emulator 50 of them end in "Transaction lock timeout".)
 func (s *Store) HasAlreadyTriggered(ctx context.Context, key driver.Key, meta driver.Meta, owner string, retention time.Duration) (bool, error) {
-	ref := s.Doc(key)
-	var triggered bool
-	err := s.client.RunTransaction(ctx, func(ctx context.Context, tx *firestore.Transaction) error {
-		_, err := tx.Get(ref)
-		if status.Code(err) != codes.NotFound {
-			triggered = err == nil
-			return err
-		}
-		triggered = false
-		return tx.Create(ref, created(fields(key, meta, driver.StateDone, owner, 1, retention)))
-	})
-	if err != nil {
-		return false, fmt.Errorf("firestorestore: has %s already triggered: %w", key, err)
+	_, err := s.Doc(key).Create(ctx, created(fields(key, meta, driver.StateDone, owner, 1, retention)))
+	switch status.Code(err) {
+	case codes.OK:
+		return false, nil
+	case codes.AlreadyExists:
+		return true, nil
 	}
-	return triggered, nil
+	return false, fmt.Errorf("firestorestore: has %s already triggered: %w", key, err)
 }
