@@ -31,6 +31,13 @@
 //     operation and the key, so the Guard fails closed: nothing runs, the
 //     platform retries the delivery.
 //
+// Why a hash with the lease inside rather than SET key NX PX lease: a key
+// that expires with its lease disappears with its attempts count, so a
+// takeover would look like a first claim (Claimed, 1 attempt) and could not
+// be reported or logged as one; the conformance suite requires TakenOver.
+// The claim script does what SET NX does (create only if absent) and, in the
+// same atomic step, takes over a processing marker whose lease has ended.
+//
 // # What it fixes in the usual Redis lock
 //
 // The lock this project grew from, SET lock:firestore:item:{docId} locked NX
@@ -63,7 +70,7 @@
 //     since the last snapshot. Memorystore for Redis Cluster and Memorystore
 //     for Valkey offer AOF persistence; Memorystore for Redis offers RDB only.
 //   - Use maxmemory-policy noeviction and size memory for the markers of the
-//     retention period (a few hundred bytes each). Memorystore for Redis
+//     retention period (about 0.5 KB each). Memorystore for Redis
 //     defaults to volatile-lru, which evicts keys that have a TTL: every
 //     marker has one.
 //   - A failover in a replicated setup (Memorystore Standard tier, Sentinel,
@@ -74,8 +81,9 @@
 //
 // Each operation touches a single key, so the store works with a Redis
 // Cluster client (redis.NewClusterClient, Memorystore for Redis Cluster) as
-// with a single node: pass any redis.UniversalClient. It needs Redis 5 or
-// newer (or Valkey) with Lua scripting enabled.
+// with a single node: pass any redis.UniversalClient. It needs Lua scripting
+// and Redis 4.0 or newer (multi-field HSET) or Valkey; it is tested on Redis
+// 7.0.
 package redisstore
 
 import (
