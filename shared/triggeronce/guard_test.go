@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -284,7 +285,8 @@ func TestRunTakeover(t *testing.T) {
 
 	t.Run("StaleReleaseRefused", func(t *testing.T) {
 		key := triggeronce.Key{EventID: newEventID(), Function: "sendPostNotification"}
-		unblockStale, staleDone := hold(key, errors.New("stale effect failed"))
+		errStale := errors.New("stale effect failed")
+		unblockStale, staleDone := hold(key, errStale)
 		// The new owner holds its claim while the stale one fails.
 		newStarted, newRelease := make(chan struct{}), make(chan struct{})
 		newDone := make(chan error, 1)
@@ -301,7 +303,7 @@ func TestRunTakeover(t *testing.T) {
 		}()
 		<-newStarted
 		unblockStale()
-		if err := <-staleDone; !errors.Is(err, errors.Unwrap(err)) || err == nil {
+		if err := <-staleDone; !errors.Is(err, errStale) || !strings.HasPrefix(err.Error(), "released:") {
 			t.Fatalf("stale Run = %v, want released with its error", err)
 		}
 		// The new owner's marker survived the stale release.
