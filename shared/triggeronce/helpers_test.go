@@ -6,18 +6,15 @@ import (
 	"crypto/rand"
 	"encoding/json"
 	"log/slog"
-	"path"
 	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"cloud.google.com/go/firestore"
-	"google.golang.org/api/option"
-	"google.golang.org/grpc"
-	"google.golang.org/grpc/credentials/insecure"
 
 	"github.com/fireonce/fireonce/shared/firestoretest"
+	"github.com/fireonce/fireonce/shared/grpccount"
 	"github.com/fireonce/fireonce/shared/triggeronce"
 )
 
@@ -82,63 +79,14 @@ func guardOn(client *firestore.Client, opts *triggeronce.Options) (*triggeronce.
 	return triggeronce.NewFirestore(client, &o), logs
 }
 
-// rpcCounter counts the RPCs a client makes: every unary call and every
-// stream opened (BatchGetDocuments, which Get uses, is a server stream).
-type rpcCounter struct {
-	mu    sync.Mutex
-	calls []string
-}
-
-func (c *rpcCounter) add(method string) {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	c.calls = append(c.calls, path.Base(method))
-}
-
-// take returns the calls counted since the last take and resets.
-func (c *rpcCounter) take() []string {
-	c.mu.Lock()
-	defer c.mu.Unlock()
-	calls := c.calls
-	c.calls = nil
-	return calls
-}
-
-type ownerCreds struct{}
-
-func (ownerCreds) GetRequestMetadata(context.Context, ...string) (map[string]string, error) {
-	return map[string]string{"authorization": "Bearer owner"}, nil
-}
-func (ownerCreds) RequireTransportSecurity() bool { return false }
-
-// countingClient returns a client on env's project whose RPCs are counted.
-//
-// Under FIRESTORE_EMULATOR_HOST the firestore client dials the emulator
-// itself and passes the connection as option.WithGRPCConn, so interceptors
-// given with option.WithGRPCDialOption never see a call. We dial our own
-// connection (with the emulator's "Bearer owner" credentials) and pass it
-// last, which wins.
-func countingClient(t *testing.T, env *firestoretest.Env) (*firestore.Client, *rpcCounter) {
+// countingClient returns a client on env's project whose RPCs are counted
+// (see grpccount.EmulatorClient for why it dials its own connection).
+func countingClient(t *testing.T, env *firestoretest.Env) (*firestore.Client, *grpccount.Counter) {
 	t.Helper()
-	counter := &rpcCounter{}
-	conn, err := grpc.NewClient("passthrough:///"+env.Host,
-		grpc.WithTransportCredentials(insecure.NewCredentials()),
-		grpc.WithPerRPCCredentials(ownerCreds{}),
-		grpc.WithUnaryInterceptor(func(ctx context.Context, method string, req, reply any, cc *grpc.ClientConn, invoker grpc.UnaryInvoker, opts ...grpc.CallOption) error {
-			counter.add(method)
-			return invoker(ctx, method, req, reply, cc, opts...)
-		}),
-		grpc.WithStreamInterceptor(func(ctx context.Context, desc *grpc.StreamDesc, cc *grpc.ClientConn, method string, streamer grpc.Streamer, opts ...grpc.CallOption) (grpc.ClientStream, error) {
-			counter.add(method)
-			return streamer(ctx, desc, cc, method, opts...)
-		}),
-	)
+	counter := &grpccount.Counter{}
+	client, err := grpccount.EmulatorClient(context.Background(), env.Host, env.ProjectID, counter)
 	if err != nil {
-		t.Fatalf("dial emulator: %v", err)
-	}
-	client, err := firestore.NewClient(context.Background(), env.ProjectID, option.WithGRPCConn(conn))
-	if err != nil {
-		t.Fatalf("firestore.NewClient: %v", err)
+		t.Fatal(err)
 	}
 	t.Cleanup(func() { client.Close() })
 	return client, counter

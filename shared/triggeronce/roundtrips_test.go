@@ -81,17 +81,17 @@ func TestRoundTrips(t *testing.T) {
 	for _, tc := range cases {
 		t.Run(tc.name, func(t *testing.T) {
 			key := triggeronce.Key{EventID: newEventID(), Function: "f"}
-			rpcs.take()
+			rpcs.Take()
 			if err := tc.deliver(key); err != nil {
 				t.Fatal(err)
 			}
-			if got := rpcs.take(); fmt.Sprint(got) != fmt.Sprint(tc.first) {
+			if got := rpcs.Take(); fmt.Sprint(got) != fmt.Sprint(tc.first) {
 				t.Errorf("first delivery: %d RPCs %v, want %d %v", len(got), got, len(tc.first), tc.first)
 			}
 			if err := tc.deliver(key); err != nil {
 				t.Fatal(err)
 			}
-			if got := rpcs.take(); fmt.Sprint(got) != fmt.Sprint(tc.duplicate) {
+			if got := rpcs.Take(); fmt.Sprint(got) != fmt.Sprint(tc.duplicate) {
 				t.Errorf("duplicate delivery: %d RPCs %v, want %d %v", len(got), got, len(tc.duplicate), tc.duplicate)
 			}
 		})
