@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"cloud.google.com/go/firestore"
+	"firebase.google.com/go/v4/errorutils"
 	"firebase.google.com/go/v4/messaging"
 	"golang.org/x/sync/errgroup"
 	"google.golang.org/grpc/codes"
@@ -73,11 +74,11 @@ type pusher struct {
 	title string
 
 	msg      messaging.MulticastMessage
-	receipts map[string]bool   // token hashes reached by earlier attempts
-	owners   map[string]string // token -> follower ID, for pruning
-	pending  []string          // tokens waiting for the next multicast
-	reached  []string          // tokens reached by this attempt
-	failed   error             // first transient failure of this attempt
+	receipts map[string]bool     // token hashes reached by earlier attempts
+	owners   map[string][]string // token -> follower IDs, for pruning
+	pending  []string            // tokens waiting for the next multicast
+	reached  []string            // tokens reached by this attempt
+	failed   error               // first transient failure of this attempt
 }
 
 func (p *pusher) run(ctx context.Context) error {
@@ -96,7 +97,7 @@ func (p *pusher) run(ctx context.Context) error {
 	if p.receipts, err = p.loadReceipts(ctx); err != nil {
 		return err
 	}
-	p.owners = map[string]string{}
+	p.owners = map[string][]string{}
 	err = p.eachFollowerPage(ctx, userID, func(followers []string) error {
 		tokens, err := p.tokensOf(ctx, followers)
 		if err != nil {
@@ -198,10 +199,12 @@ func (p *pusher) tokensOf(ctx context.Context, followers []string) ([]string, er
 	var tokens []string
 	for i, ts := range perFollower {
 		for _, t := range ts {
-			if _, seen := p.owners[t]; seen {
+			owners, seen := p.owners[t]
+			// Every owner's copy of a dead token must be pruned.
+			p.owners[t] = append(owners, followers[i])
+			if seen {
 				continue // one device of two followers gets one push
 			}
-			p.owners[t] = followers[i]
 			tokens = append(tokens, t)
 		}
 	}
@@ -254,31 +257,44 @@ func (p *pusher) flush(ctx context.Context) error {
 			// Sender mismatch, auth errors: a retry cannot fix them, and
 			// failing the event would resend to every healthy device.
 			p.s.logger.ErrorContext(ctx, "push failed permanently; not retried",
-				"eventID", p.key.EventID, "follower", p.owners[t], "error", r.Error.Error())
+				"eventID", p.key.EventID, "followers", p.owners[t], "error", r.Error.Error())
 		}
 	}
 	return p.prune(ctx, dead)
 }
 
 func transient(err error) bool {
-	return messaging.IsUnavailable(err) || messaging.IsInternal(err) ||
-		messaging.IsQuotaExceeded(err) || messaging.IsUnknown(err) ||
+	return messaging.IsUnavailable(err) || messaging.IsInternal(err) || messaging.IsQuotaExceeded(err) ||
+		// The messaging predicates need an FCM error detail, which a
+		// gateway's 502 or 504, a 429 without details or a transport error
+		// (after the client's own retries) do not carry; only their platform
+		// code says they are transient. (messaging.IsUnknown is always
+		// false.)
+		errorutils.IsUnavailable(err) || errorutils.IsInternal(err) || errorutils.IsUnknown(err) ||
+		errorutils.IsResourceExhausted(err) || errorutils.IsDeadlineExceeded(err) ||
 		errors.Is(err, context.DeadlineExceeded) || errors.Is(err, context.Canceled)
 }
 
-// prune deletes the token documents FCM reported dead.
+// prune deletes the token documents FCM reported dead, under every follower
+// that has the token.
 func (p *pusher) prune(ctx context.Context, tokens []string) error {
-	if len(tokens) == 0 {
-		return nil
-	}
-	b := p.d.Firestore.Batch()
+	var docs []*firestore.DocumentRef
 	for _, t := range tokens {
-		b.Delete(p.d.Firestore.Collection("users").Doc(p.owners[t]).Collection("fcmTokens").Doc(t))
+		for _, owner := range p.owners[t] {
+			docs = append(docs, p.d.Firestore.Collection("users").Doc(owner).Collection("fcmTokens").Doc(t))
+		}
 	}
-	if _, err := b.Commit(ctx); err != nil {
-		return fmt.Errorf("prune %d dead tokens: %w", len(tokens), err)
+	for start := 0; start < len(docs); start += multicastLimit {
+		chunk := docs[start:min(start+multicastLimit, len(docs))]
+		b := p.d.Firestore.Batch()
+		for _, d := range chunk {
+			b.Delete(d)
+		}
+		if _, err := b.Commit(ctx); err != nil {
+			return fmt.Errorf("prune %d dead token documents: %w", len(chunk), err)
+		}
+		p.inv.report.pruned += len(chunk)
 	}
-	p.inv.report.pruned += len(tokens)
 	return nil
 }
 
