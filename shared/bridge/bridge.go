@@ -19,7 +19,8 @@
 //   - The emulator gets its answer before any delivery starts (it delivers one
 //     event at a time, with a 20 s timeout, and never retries): 200 for an
 //     accepted event, 404 for an unknown trigger or another project, 400 for a
-//     body that is not a DocumentEventData. Rejections are logged.
+//     body that is not a DocumentEventData or a delivery without ce-id,
+//     ce-type or ce-source, 503 after Close. Rejections are logged.
 //   - At-least-once, as in production: each event is delivered
 //     Options.Duplicates times concurrently with the same ce-id, once more
 //     after Options.RedeliverAfter when set, and with Options.Retry a delivery
