@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -99,8 +100,8 @@ func TestBuildpackBuild(t *testing.T) {
 				"GOOGLE_CLOUD_PROJECT="+env.ProjectID,
 				"FIRESTORE_EMULATOR_HOST="+env.Host,
 				"FCM_ENDPOINT=http://"+ln.Addr().String()+"/v1")
-			var logs strings.Builder
-			cmd.Stdout, cmd.Stderr = &logs, &logs
+			logs := &syncBuffer{}
+			cmd.Stdout, cmd.Stderr = logs, logs
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
 			}
@@ -128,11 +129,35 @@ func TestBuildpackBuild(t *testing.T) {
 			if resp.StatusCode/100 != 2 {
 				t.Fatalf("%s answered %s\nlogs:\n%s", f.Name, resp.Status, logs.String())
 			}
-			if !strings.Contains(logs.String(), `"outcome":"executed"`) {
-				t.Fatalf("%s did not log an executed outcome:\n%s", f.Name, logs.String())
+			// The log line is written before the response, but reaches us
+			// through a pipe: poll for it.
+			deadline := time.Now().Add(10 * time.Second)
+			for !strings.Contains(logs.String(), `"outcome":"executed"`) {
+				if time.Now().After(deadline) {
+					t.Fatalf("%s did not log an executed outcome:\n%s", f.Name, logs.String())
+				}
+				time.Sleep(20 * time.Millisecond)
 			}
 		})
 	}
+}
+
+// syncBuffer collects a child's output while the test reads it.
+type syncBuffer struct {
+	mu sync.Mutex
+	b  strings.Builder
+}
+
+func (s *syncBuffer) Write(p []byte) (int, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.Write(p)
+}
+
+func (s *syncBuffer) String() string {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.b.String()
 }
 
 func freePort(t *testing.T) string {
