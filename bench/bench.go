@@ -23,7 +23,10 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	mrand "math/rand/v2"
+	"regexp"
 	"runtime"
+	"slices"
 	"strings"
 	"time"
 
@@ -40,8 +43,8 @@ type Config struct {
 	EmulatorHost string `json:"-"`
 	// Redis, when set, adds the Redis cases (7a-7c).
 	Redis *redis.Options `json:"-"`
-	// Samples per latency case [400], split over Rounds [5]; Warmup
-	// deliveries per case are run first and dropped [40].
+	// Samples per latency case [400], split over Rounds [10]; Warmup
+	// deliveries per case are run first and dropped [100].
 	Samples int `json:"samples"`
 	Rounds  int `json:"rounds"`
 	Warmup  int `json:"warmup"`
@@ -55,6 +58,8 @@ type Config struct {
 	Events      int  `json:"events"`
 	Concurrency int  `json:"concurrency"`
 	NoHTTP      bool `json:"noHTTP,omitempty"`
+	// Only, when set, keeps the cases whose ID it matches (e.g. "^(1|2a)$").
+	Only *regexp.Regexp `json:"-"`
 	// Progress receives a line per round; nil discards it.
 	Progress io.Writer `json:"-"`
 }
@@ -66,8 +71,8 @@ func (c *Config) defaults() {
 		}
 	}
 	def(&c.Samples, 400)
-	def(&c.Rounds, 5)
-	def(&c.Warmup, 40)
+	def(&c.Rounds, 10)
+	def(&c.Warmup, 100)
 	def(&c.Users, 1000)
 	def(&c.Storms, 20)
 	def(&c.StormSize, 64)
@@ -176,10 +181,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("bench: warm-up of %s: %w", c.res().ID, err)
 		}
 	}
+	order := mrand.New(mrand.NewPCG(1, 2))
 	for r := range cfg.Rounds {
 		fmt.Fprintf(cfg.Progress, "bench: round %d/%d\n", r+1, cfg.Rounds)
-		for i := range cases {
-			c := cases[(i+r)%len(cases)] // rotate who goes first
+		// A new order every round: no case always follows the same one.
+		for _, i := range order.Perm(len(cases)) {
+			c := cases[i]
 			if err := c.round(ctx, r); err != nil {
 				return nil, fmt.Errorf("bench: %s: %w", c.res().ID, err)
 			}
@@ -250,6 +257,9 @@ func (e *env) cases(ctx context.Context) ([]benchCase, func(), error) {
 		}
 		cases = append(cases, rc...)
 		closers = append(closers, closeRedis)
+	}
+	if e.cfg.Only != nil {
+		cases = slices.DeleteFunc(cases, func(c benchCase) bool { return !e.cfg.Only.MatchString(c.res().ID) })
 	}
 	return cases, closeAll, nil
 }

@@ -18,6 +18,7 @@ import (
 	"os"
 	"os/signal"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"syscall"
 
@@ -31,15 +32,23 @@ func main() {
 	var cfg bench.Config
 	out := flag.String("out", "bench/results/latest.json", "write the JSON report here (empty: do not)")
 	flag.IntVar(&cfg.Samples, "samples", 400, "samples per latency case")
-	flag.IntVar(&cfg.Rounds, "rounds", 5, "interleaved rounds")
-	flag.IntVar(&cfg.Warmup, "warmup", 40, "warm-up deliveries per case, dropped")
+	flag.IntVar(&cfg.Rounds, "rounds", 10, "interleaved rounds")
+	flag.IntVar(&cfg.Warmup, "warmup", 100, "warm-up deliveries per case, dropped")
 	flag.IntVar(&cfg.Users, "users", 1000, "users the events spread over")
 	flag.IntVar(&cfg.Storms, "storms", 20, "duplicate storms per storm case")
 	flag.IntVar(&cfg.StormSize, "storm-size", 64, "concurrent deliveries per storm")
 	flag.IntVar(&cfg.Events, "events", 600, "events per HTTP variant")
 	flag.IntVar(&cfg.Concurrency, "concurrency", 16, "HTTP requests in flight")
 	flag.BoolVar(&cfg.NoHTTP, "no-http", false, "skip the HTTP throughput cases")
+	only := flag.String("only", "", "run only the cases whose ID matches this regexp (e.g. '^(1|2a)$')")
 	flag.Parse()
+	if *only != "" {
+		re, err := regexp.Compile(*only)
+		if err != nil {
+			log.Fatalf("fireoncebench: -only: %v", err)
+		}
+		cfg.Only = re
+	}
 
 	cfg.EmulatorHost = os.Getenv("FIRESTORE_EMULATOR_HOST")
 	switch url, addr := os.Getenv("REDIS_URL"), os.Getenv("FIREONCE_REDIS_ADDR"); {
