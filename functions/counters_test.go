@@ -4,6 +4,7 @@ import (
 	"context"
 	"testing"
 
+	"github.com/fireonce/fireonce/shared/firestoreevent/firestoreeventtest"
 	"github.com/fireonce/fireonce/shared/triggeronce"
 )
 
@@ -142,5 +143,31 @@ func TestSameEventEachFunctionOnce(t *testing.T) {
 	}
 	if n := len(markers(t, h.env.Client)); n != 2 {
 		t.Fatalf("%d markers, want 2", n)
+	}
+}
+
+// TestWithAuthContextTypes: the ".withAuthContext" variants of the event
+// types are the same changes and run the same functions.
+func TestWithAuthContextTypes(t *testing.T) {
+	t.Parallel()
+	h := newHarness(t, nil)
+	created := h.change(EventCreated+".withAuthContext", "users/ada/posts/p1", postFields("hello"))
+	deleted := h.change(EventDeleted+".withAuthContext", "users/ada/posts/p0", nil)
+	deleted.Before = postFields("old")
+	for _, step := range []struct {
+		function string
+		change   firestoreeventtest.Change
+		want     int64
+	}{
+		{increment, created, 1}, {increment, created, 1}, {decrement, deleted, 0},
+	} {
+		e := mustEvent(t, step.change)
+		e.SetExtension("authtype", "unauthenticated")
+		if err, _ := h.invoke(context.Background(), step.function, e); err != nil {
+			t.Fatalf("%s: %v", step.function, err)
+		}
+		if n, _ := postCount(t, h.env.Client, "ada"); n != step.want {
+			t.Fatalf("after %s: postCount %d, want %d", step.function, n, step.want)
+		}
 	}
 }
