@@ -64,8 +64,10 @@ func (k Key) ID() string {
 	return id
 }
 
-// String returns k for logs.
-func (k Key) String() string { return k.ID() }
+// String returns k for people: "function {Function} event {EventID}".
+// Unlike ID it is not escaped (escapes such as %2D read as printf verbs
+// where an error message is used as a format, as functions-framework does).
+func (k Key) String() string { return "function " + k.Function + " event " + k.EventID }
 
 var escaper = strings.NewReplacer("%", "%25", "/", "%2F", "-", "%2D")
 
