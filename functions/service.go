@@ -167,7 +167,7 @@ func (s *Service) invoke(ctx context.Context, r row, e event.Event) error {
 		}
 	} else {
 		rep.outcome = outcomeRejected
-		document = e.Subject()
+		document = strings.TrimPrefix(e.Subject(), "documents/")
 	}
 
 	level := slog.LevelInfo

@@ -3,6 +3,7 @@ package firestorestore
 import (
 	"context"
 	"fmt"
+	"math/rand/v2"
 	"time"
 
 	"cloud.google.com/go/firestore"
@@ -127,23 +128,53 @@ func (s *Store) RunTx(ctx context.Context, req driver.ClaimRequest, fn func(cont
 // one atomic Commit, which is exactly what this needs.
 func (s *Store) RunBatch(ctx context.Context, req driver.ClaimRequest, fn func(*firestore.WriteBatch) error) (driver.ClaimResult, error) {
 	return s.runAtomic(ctx, req, func(w markerWrite) (bool, error) {
-		//lint:ignore SA1019 the one atomic single-round-trip multi-write (see above).
-		b := s.client.Batch()
-		if err := fn(b); err != nil {
-			return true, err
+		var err error
+		for attempt := range maxAbortedRetries + 1 {
+			if attempt > 0 {
+				if werr := backoff(ctx, attempt); werr != nil {
+					return false, err
+				}
+			}
+			//lint:ignore SA1019 the one atomic single-round-trip multi-write (see above).
+			b := s.client.Batch()
+			if ferr := fn(b); ferr != nil {
+				return true, ferr
+			}
+			if aerr := w.apply(s, req,
+				func(ref *firestore.DocumentRef, v any) error { b.Create(ref, v); return nil },
+				func(ref *firestore.DocumentRef, u []firestore.Update, p ...firestore.Precondition) error {
+					b.Update(ref, u, p...)
+					return nil
+				}); aerr != nil {
+				return false, aerr
+			}
+			// Aborted means a transaction held a lock on one of the
+			// documents (a decrement reading the same counter) and
+			// nothing was written: commit again, as RunTransaction does
+			// for its own aborts. The marker keeps a repeat harmless.
+			if _, err = b.Commit(ctx); status.Code(err) != codes.Aborted {
+				return false, err
+			}
 		}
-		err := w.apply(s, req,
-			func(ref *firestore.DocumentRef, v any) error { b.Create(ref, v); return nil },
-			func(ref *firestore.DocumentRef, u []firestore.Update, p ...firestore.Precondition) error {
-				b.Update(ref, u, p...)
-				return nil
-			})
-		if err != nil {
-			return false, err
-		}
-		_, err = b.Commit(ctx)
 		return false, err
 	})
+}
+
+// maxAbortedRetries bounds RunBatch's commits after Aborted.
+const maxAbortedRetries = 5
+
+// backoff waits before the attempt-th retry: 50 ms doubling, with jitter.
+func backoff(ctx context.Context, attempt int) error {
+	d := 50 * time.Millisecond << (attempt - 1)
+	d = d/2 + time.Duration(rand.Int64N(int64(d)))
+	t := time.NewTimer(d)
+	defer t.Stop()
+	select {
+	case <-t.C:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
 }
 
 // HasAlreadyTriggered reports whether a marker exists for key, creating a
