@@ -54,21 +54,28 @@ type firestoreStore interface {
 // done marker commit in one Firestore transaction, so there is no window in
 // which the effect is committed and the marker is not, or the other way round.
 //
-// The transaction reads the marker first; fn's reads come after it, then
-// fn's writes (Firestore wants every read before any write). fn follows
+// The transaction does not read the marker (a read would lock it, and
+// concurrent duplicates would wait on each other's locks): the done marker
+// is created with the exists=false precondition, checked at commit, so a
+// duplicate's commit fails and writes nothing. fn does all its reads before
+// its writes (Firestore wants every read before any write). fn follows
 // firestore.Client.RunTransaction's contract: it may run more than once when
 // the transaction is retried (only the committed run takes effect), it must
-// use the ctx and tx it is given, and it must have no effect outside tx.
+// use the ctx and tx it is given, and it must have no effect outside tx. A
+// duplicate delivery also calls fn, and discards its writes.
 //
-// Outcomes: OutcomeExecuted; OutcomeDuplicate (done marker, fn not called);
+// Outcomes: OutcomeExecuted; OutcomeDuplicate (done marker, nothing written);
 // OutcomeInProgress when a Run on the same key holds a live lease (see
 // InProgressPolicy); OutcomeTakenOver when such a lease had expired;
 // OutcomeReleased with fn's error wrapped (nothing committed); OutcomeFailed
 // on store errors. A Guard on a store other than Firestore returns
 // ErrNotFirestore.
 //
-// For blind writes (no reads, e.g. firestore.Increment) RunBatch gives the
-// same guarantee in one round trip instead of three.
+// A first delivery costs BeginTransaction, fn's reads and Commit: the guard
+// adds no round trip to the transaction. For blind writes (no reads, e.g.
+// firestore.Increment) RunBatch gives the same guarantee in one round trip
+// (Commit) instead of two, since the Go client always begins a transaction
+// with an RPC of its own.
 func (g *Guard) RunTx(ctx context.Context, key Key, meta Meta, fn func(context.Context, *firestore.Transaction) error) (Outcome, error) {
 	var fnErr error
 	return g.runAtomic(ctx, key, meta, &fnErr, func(fs firestoreStore, req driver.ClaimRequest) (driver.ClaimResult, error) {
