@@ -46,6 +46,9 @@ type harnessOptions struct {
 	// wrapFCM, when set, wraps the FCM stand-in's handler (to answer what
 	// the stand-in cannot, such as a gateway error).
 	wrapFCM func(http.Handler) http.Handler
+	// redisURL, when set, puts sendPostNotification's guard on Redis
+	// (FIREONCE_STORE=redis).
+	redisURL string
 }
 
 func newHarness(t *testing.T, opts *harnessOptions) *harness {
@@ -59,7 +62,11 @@ func newHarness(t *testing.T, opts *harnessOptions) *harness {
 	ts := httptest.NewServer(handler)
 	t.Cleanup(ts.Close)
 
-	d, err := depsFromConfig(context.Background(), Config{ProjectID: env.ProjectID, FCMEndpoint: ts.URL + "/v1", Store: "firestore"})
+	cfg := Config{ProjectID: env.ProjectID, FCMEndpoint: ts.URL + "/v1", Store: "firestore"}
+	if opts != nil && opts.redisURL != "" {
+		cfg.Store, cfg.RedisURL = "redis", opts.redisURL
+	}
+	d, err := depsFromConfig(context.Background(), cfg)
 	if err != nil {
 		t.Fatalf("depsFromConfig: %v", err)
 	}
