@@ -4,10 +4,11 @@
 // Every case reports p50 and p99 latency per event, the round trips of a
 // first delivery counted as they happen (Firestore RPCs by a gRPC client
 // interceptor, see grpccount; Redis commands by a go-redis hook), and the
-// ratio of its p50 to its baseline's p50. The cases run interleaved: each
-// round gives every case a slice of its samples, in a rotating order, so the
+// ratio of its p50 to its baseline's p50. The cases run interleaved, so the
 // noise of a shared machine lands on every case alike and the ratios are
-// taken within one run.
+// taken within one run: the latency cases take turns delivery by delivery,
+// in a new order every turn; storms and the HTTP variants take turns in
+// rounds, each HTTP variant right before or after its baseline.
 //
 // The figures come from the Firestore emulator and a redis-server on
 // loopback. They compare the cases with one another on one machine at one
@@ -43,7 +44,7 @@ type Config struct {
 	EmulatorHost string `json:"-"`
 	// Redis, when set, adds the Redis cases (7a-7c).
 	Redis *redis.Options `json:"-"`
-	// Samples per latency case [400], split over Rounds [10]; Warmup
+	// Samples per latency case [400], split over Rounds [20]; Warmup
 	// deliveries per case are run first and dropped [100].
 	Samples int `json:"samples"`
 	Rounds  int `json:"rounds"`
@@ -53,8 +54,8 @@ type Config struct {
 	// Storms of StormSize concurrent deliveries of one event [20 of 64].
 	Storms    int `json:"storms"`
 	StormSize int `json:"stormSize"`
-	// Events per throughput variant [600], posted with Concurrency
-	// requests in flight [16]. Zero Events with NoHTTP skips case 6.
+	// Events per throughput variant [1200], posted with Concurrency
+	// requests in flight [16]. NoHTTP skips case 6.
 	Events      int  `json:"events"`
 	Concurrency int  `json:"concurrency"`
 	NoHTTP      bool `json:"noHTTP,omitempty"`
@@ -71,12 +72,12 @@ func (c *Config) defaults() {
 		}
 	}
 	def(&c.Samples, 400)
-	def(&c.Rounds, 10)
+	def(&c.Rounds, 20)
 	def(&c.Warmup, 100)
 	def(&c.Users, 1000)
 	def(&c.Storms, 20)
 	def(&c.StormSize, 64)
-	def(&c.Events, 600)
+	def(&c.Events, 1200)
 	def(&c.Concurrency, 16)
 	c.Rounds = min(c.Rounds, c.Samples, c.Storms, c.Events)
 	if c.Progress == nil {
@@ -181,14 +182,12 @@ func Run(ctx context.Context, cfg Config) (*Report, error) {
 			return nil, fmt.Errorf("bench: warm-up of %s: %w", c.res().ID, err)
 		}
 	}
-	order := mrand.New(mrand.NewPCG(1, 2))
+	us := units(cases, mrand.New(mrand.NewPCG(1, 2)))
 	for r := range cfg.Rounds {
 		fmt.Fprintf(cfg.Progress, "bench: round %d/%d\n", r+1, cfg.Rounds)
-		// A new order every round: no case always follows the same one.
-		for _, i := range order.Perm(len(cases)) {
-			c := cases[i]
-			if err := c.round(ctx, r); err != nil {
-				return nil, fmt.Errorf("bench: %s: %w", c.res().ID, err)
+		for _, i := range us.order.Perm(len(us.units)) {
+			if err := us.units[i].round(ctx, r); err != nil {
+				return nil, err
 			}
 		}
 	}
@@ -220,11 +219,6 @@ type benchCase interface {
 	round(ctx context.Context, r int) error
 	// finish computes the figures.
 	finish(ctx context.Context) *Result
-}
-
-// share is how many of total items fall into round r of rounds.
-func share(total, rounds, r int) int {
-	return total*(r+1)/rounds - total*r/rounds
 }
 
 // cases returns every case in table order, and a function that releases

@@ -41,17 +41,22 @@ func (c *latencyCase) once(ctx context.Context) (sample, error) {
 
 func (c *latencyCase) round(ctx context.Context, r int) error {
 	for range share(c.total, c.rounds, r) {
-		s, err := c.once(ctx)
-		if err != nil {
-			c.Errors++
-			if c.FirstError == "" {
-				c.FirstError = err.Error()
-			}
-			continue
-		}
-		c.samples = append(c.samples, s)
+		c.step(ctx)
 	}
 	return nil
+}
+
+// step measures one delivery; a failed one is counted, not sampled.
+func (c *latencyCase) step(ctx context.Context) {
+	s, err := c.once(ctx)
+	if err != nil {
+		c.Errors++
+		if c.FirstError == "" {
+			c.FirstError = err.Error()
+		}
+		return
+	}
+	c.samples = append(c.samples, s)
 }
 
 func (c *latencyCase) finish(context.Context) *Result {
