@@ -18,10 +18,12 @@ cd "$(dirname "$0")/.."
 
 fireonce_require_go
 
+bindir=$(mktemp -d)
 cleanup() {
   local rc=$?
   fireonce_stop_emulator
   fireonce_stop_redis
+  rm -rf "$bindir"
   exit "$rc"
 }
 trap cleanup EXIT
@@ -30,7 +32,7 @@ trap 'exit 143' TERM
 
 # Build first, so compiling does not compete with the emulator's start-up
 # or with the measurements.
-bin=$(mktemp -d)/fireoncebench
+bin=$bindir/fireoncebench
 go build -o "$bin" ./bench/cmd/fireoncebench
 
 # This script's own servers, never ones from the environment: the figures
