@@ -465,8 +465,8 @@ func testKeyID(t *testing.T) {
 		if len(id) >= 4 && strings.HasPrefix(id, "__") && strings.HasSuffix(id, "__") {
 			t.Errorf("ID %q of %+v matches Firestore's reserved __.*__", id, k)
 		}
-		if k.String() != id {
-			t.Errorf("String() = %q, want ID %q", k.String(), id)
+		if s := k.String(); !strings.Contains(s, k.EventID) || !strings.Contains(s, k.Function) {
+			t.Errorf("String() = %q does not name event %q and function %q", s, k.EventID, k.Function)
 		}
 	}
 }
