@@ -14,6 +14,7 @@ import (
 	"time"
 
 	cloudevents "github.com/cloudevents/sdk-go/v2"
+	cehttp "github.com/cloudevents/sdk-go/v2/protocol/http"
 	"github.com/googleapis/google-cloudevents-go/cloud/firestoredata"
 	"google.golang.org/protobuf/proto"
 
@@ -103,24 +104,6 @@ type functions struct {
 func newFunctions(t *testing.T, names ...string) *functions {
 	f := &functions{t: t, mux: http.NewServeMux()}
 	for _, name := range names {
-		p, err := cloudevents.NewHTTP()
-		if err != nil {
-			t.Fatal(err)
-		}
-		h, err := cloudevents.NewHTTPReceiveHandler(context.Background(), p, func(e cloudevents.Event) error {
-			var data firestoredata.DocumentEventData
-			if err := (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(e.Data(), &data); err != nil {
-				t.Errorf("%s: proto.Unmarshal: %v", name, err)
-				return err
-			}
-			f.mu.Lock()
-			f.events = append(f.events, received{Function: name, Event: e, Data: &data})
-			f.mu.Unlock()
-			return nil
-		})
-		if err != nil {
-			t.Fatal(err)
-		}
 		f.mux.Handle("/"+name, http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
 			f.mu.Lock()
 			before := f.before
@@ -131,7 +114,25 @@ func newFunctions(t *testing.T, names ...string) *functions {
 					return
 				}
 			}
-			h.ServeHTTP(w, r)
+			// Decode as functions-framework-go does (sdk-go's binary-mode
+			// reader), but inline: sdk-go's NewHTTPReceiveHandler hands
+			// each request to a goroutine over a shared channel and can
+			// strand a request when concurrent ones finish first
+			// (cloudevents/sdk-go#1224, #1332), which hung this test.
+			e, err := cehttp.NewEventFromHTTPRequest(r)
+			if err != nil {
+				http.Error(w, err.Error(), http.StatusBadRequest)
+				return
+			}
+			var data firestoredata.DocumentEventData
+			if err := (proto.UnmarshalOptions{DiscardUnknown: true}).Unmarshal(e.Data(), &data); err != nil {
+				t.Errorf("%s: proto.Unmarshal: %v", name, err)
+				http.Error(w, err.Error(), http.StatusInternalServerError)
+				return
+			}
+			f.mu.Lock()
+			f.events = append(f.events, received{Function: name, Event: *e, Data: &data})
+			f.mu.Unlock()
 		}))
 	}
 	return f
