@@ -1,10 +1,10 @@
 #!/usr/bin/env bash
-# Runs fireonce's benchmarks (package ./bench) on a Firestore emulator and a
+# Runs fireonce's benchmarks (package ./functions/internal/bench) on a Firestore emulator and a
 # redis-server that this script starts on free loopback ports and always
 # stops. Prints one Markdown table and writes the same figures as JSON.
 #
-#   ./scripts/bench.sh                           defaults, JSON to bench/results/latest.json
-#   ./scripts/bench.sh -out /tmp/run.json -samples 800   flags go to fireoncebench
+#   ./scripts/bench.sh                           defaults, JSON to .bench/latest.json
+#   ./scripts/bench.sh -out /tmp/run.json -samples 800   flags go to ./functions/cmd/bench
 #
 # Every case runs in one process and one run, interleaved with its baseline,
 # so the ratios hold within the run. The figures come from the emulator on
@@ -32,8 +32,8 @@ trap 'exit 143' TERM
 
 # Build first, so compiling does not compete with the emulator's start-up
 # or with the measurements.
-bin=$bindir/fireoncebench
-go build -o "$bin" ./bench/cmd/fireoncebench
+bin=$bindir/bench
+go build -o "$bin" ./functions/cmd/bench
 
 # This script's own servers, never ones from the environment: the figures
 # must not depend on someone else's load or data.

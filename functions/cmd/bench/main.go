@@ -1,10 +1,10 @@
-// Command fireoncebench runs fireonce's benchmarks (package bench) against
+// Command bench runs fireonce's benchmarks (package bench) against
 // the Firestore emulator at FIRESTORE_EMULATOR_HOST and, when
 // FIREONCE_REDIS_ADDR or REDIS_URL is set, a redis-server; it prints one
 // Markdown table to stdout and writes the same figures as JSON.
 //
 //	./scripts/bench.sh                      starts both, then runs this
-//	go run ./bench/cmd/fireoncebench -out bench/results/latest.json
+//	go run ./functions/cmd/bench -out .bench/latest.json
 //
 // It exits 1 when a case failed a check (an effect run twice, a push
 // missing, a delivery answered with an error).
@@ -24,13 +24,13 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/fireonce/fireonce/bench"
+	"github.com/fireonce/fireonce/functions/internal/bench"
 )
 
 func main() {
 	log.SetFlags(0)
 	var cfg bench.Config
-	out := flag.String("out", "bench/results/latest.json", "write the JSON report here (empty: do not)")
+	out := flag.String("out", ".bench/latest.json", "write the JSON report here (empty: do not)")
 	flag.IntVar(&cfg.Samples, "samples", 400, "samples per latency case")
 	flag.IntVar(&cfg.Rounds, "rounds", 20, "interleaved rounds")
 	flag.IntVar(&cfg.Warmup, "warmup", 100, "warm-up deliveries per case, dropped")
@@ -45,7 +45,7 @@ func main() {
 	if *only != "" {
 		re, err := regexp.Compile(*only)
 		if err != nil {
-			log.Fatalf("fireoncebench: -only: %v", err)
+			log.Fatalf("bench: -only: %v", err)
 		}
 		cfg.Only = re
 	}
@@ -55,13 +55,13 @@ func main() {
 	case url != "":
 		o, err := redis.ParseURL(url)
 		if err != nil {
-			log.Fatalf("fireoncebench: REDIS_URL: %v", err)
+			log.Fatalf("bench: REDIS_URL: %v", err)
 		}
 		cfg.Redis = o
 	case addr != "":
 		cfg.Redis = &redis.Options{Addr: addr}
 	default:
-		log.Print("fireoncebench: neither REDIS_URL nor FIREONCE_REDIS_ADDR is set: skipping the Redis cases")
+		log.Print("bench: neither REDIS_URL nor FIREONCE_REDIS_ADDR is set: skipping the Redis cases")
 	}
 	cfg.Progress = os.Stderr
 
@@ -76,7 +76,7 @@ func main() {
 	if err != nil {
 		log.Fatal(err)
 	}
-	rep.Command = strings.Join(append([]string{"fireoncebench"}, os.Args[1:]...), " ")
+	rep.Command = strings.Join(append([]string{"./scripts/bench.sh"}, os.Args[1:]...), " ")
 	if err := rep.WriteTable(table); err != nil {
 		log.Fatal(err)
 	}
@@ -84,10 +84,10 @@ func main() {
 		if err := writeJSON(*out, rep); err != nil {
 			log.Fatal(err)
 		}
-		fmt.Fprintf(os.Stderr, "fireoncebench: wrote %s\n", *out)
+		fmt.Fprintf(os.Stderr, "bench: wrote %s\n", *out)
 	}
 	if rep.Failed() {
-		log.Fatal("fireoncebench: a case failed its check (see the table)")
+		log.Fatal("bench: a case failed its check (see the table)")
 	}
 }
 

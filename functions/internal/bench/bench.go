@@ -15,7 +15,7 @@
 // time; they say nothing about production Firestore or Memorystore.
 //
 // ./scripts/bench.sh starts the emulator and a redis-server and runs
-// ./bench/cmd/fireoncebench, which prints the table and writes it as JSON.
+// ./functions/cmd/bench, which prints the table and writes it as JSON.
 package bench
 
 import (

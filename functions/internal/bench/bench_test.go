@@ -11,7 +11,7 @@ import (
 
 	"github.com/redis/go-redis/v9"
 
-	"github.com/fireonce/fireonce/bench"
+	"github.com/fireonce/fireonce/functions/internal/bench"
 	"github.com/fireonce/fireonce/shared/firestoretest"
 	"github.com/fireonce/fireonce/shared/triggeronce/redisstore/redistest"
 )
