@@ -1,19 +1,20 @@
 package functions
 
 import (
+	"bytes"
 	"context"
 	"crypto/sha256"
-	"encoding/hex"
 	"errors"
 	"fmt"
+	"maps"
+	"slices"
+	"strconv"
 	"time"
 
 	"cloud.google.com/go/firestore"
 	"firebase.google.com/go/v4/errorutils"
 	"firebase.google.com/go/v4/messaging"
 	"golang.org/x/sync/errgroup"
-	"google.golang.org/grpc/codes"
-	"google.golang.org/grpc/status"
 
 	"github.com/fireonce/fireonce/shared/firestoreevent"
 	"github.com/fireonce/fireonce/shared/triggeronce"
@@ -74,7 +75,7 @@ type pusher struct {
 	title string
 
 	msg      messaging.MulticastMessage
-	receipts map[string]bool     // token hashes reached by earlier attempts
+	receipts map[receipt]bool    // devices reached by earlier attempts
 	owners   map[string][]string // token -> follower IDs, for pruning
 	pending  []string            // tokens waiting for the next multicast
 	reached  []string            // tokens reached by this attempt
@@ -83,7 +84,7 @@ type pusher struct {
 
 func (p *pusher) run(ctx context.Context) error {
 	userID, postID := p.inv.params["userID"], p.inv.params["postID"]
-	name, err := p.displayName(ctx, userID)
+	name, err := p.loadAuthorAndReceipts(ctx, userID)
 	if err != nil {
 		return err
 	}
@@ -93,9 +94,6 @@ func (p *pusher) run(ctx context.Context) error {
 			Body:  truncate(p.title, bodyLimit),
 		},
 		Data: map[string]string{"userID": userID, "postID": postID},
-	}
-	if p.receipts, err = p.loadReceipts(ctx); err != nil {
-		return err
 	}
 	p.owners = map[string][]string{}
 	err = p.eachFollowerPage(ctx, userID, func(followers []string) error {
@@ -127,16 +125,22 @@ func (p *pusher) run(ctx context.Context) error {
 	return err
 }
 
-func (p *pusher) displayName(ctx context.Context, userID string) (string, error) {
-	snap, err := p.d.Firestore.Collection("users").Doc(userID).Get(ctx)
-	if status.Code(err) == codes.NotFound {
-		return "someone you follow", nil
-	}
+// loadAuthorAndReceipts reads the author's display name and the receipts of
+// earlier attempts in one call: a first attempt finds no receipts, and
+// costs no extra round trip for looking.
+func (p *pusher) loadAuthorAndReceipts(ctx context.Context, userID string) (string, error) {
+	author := p.d.Firestore.Collection("users").Doc(userID)
+	snaps, err := p.d.Firestore.GetAll(ctx, []*firestore.DocumentRef{author, p.receiptsDoc(0)})
 	if err != nil {
-		return "", fmt.Errorf("read author %s: %w", userID, err)
+		return "", fmt.Errorf("read author %s and push receipts: %w", userID, err)
 	}
-	if name, _ := snap.Data()["displayName"].(string); name != "" {
-		return name, nil
+	if p.receipts, err = p.readReceipts(ctx, snaps[1]); err != nil {
+		return "", err
+	}
+	if snaps[0].Exists() {
+		if name, _ := snaps[0].Data()["displayName"].(string); name != "" {
+			return name, nil
+		}
 	}
 	return "someone you follow", nil
 }
@@ -212,7 +216,7 @@ func (p *pusher) tokensOf(ctx context.Context, followers []string) ([]string, er
 }
 
 func (p *pusher) add(ctx context.Context, token string) error {
-	if p.receipts[receiptID(token)] {
+	if p.receipts[receiptOf(token)] {
 		return nil
 	}
 	p.pending = append(p.pending, token)
@@ -298,39 +302,84 @@ func (p *pusher) prune(ctx context.Context, tokens []string) error {
 	return nil
 }
 
-func (p *pusher) receiptsRef() *firestore.CollectionRef {
-	return p.d.Firestore.Collection(markerCollection).Doc(p.key.ID()).Collection(receiptsCollection)
+// Receipts: the devices a failed attempt reached, so that its retry skips
+// them. They are kept as 16-byte hashes of the tokens (no token is copied)
+// packed into the bytes field "sent" of documents 0, 1, ... of
+// pushReceipts under the push's marker; document 0 also says how many there
+// are ("chunks"). A chunk holds receiptsPerDoc devices, within Firestore's
+// 1 MiB document limit (a variable so a test can make chunks small).
+var receiptsPerDoc = 60000
+
+// receipt identifies a device without storing its token.
+type receipt [16]byte
+
+func receiptOf(token string) receipt {
+	sum := sha256.Sum256([]byte(token))
+	return receipt(sum[:16])
 }
 
-func (p *pusher) loadReceipts(ctx context.Context) (map[string]bool, error) {
-	got := map[string]bool{}
-	err := eachIDPage(ctx, p.receiptsRef(), func(ids []string) error {
-		for _, id := range ids {
-			got[id] = true
-		}
-		return nil
-	})
-	return got, err
+func (p *pusher) receiptsDoc(n int) *firestore.DocumentRef {
+	return p.d.Firestore.Collection(markerCollection).Doc(p.key.ID()).
+		Collection(receiptsCollection).Doc(strconv.Itoa(n))
 }
 
-func (p *pusher) saveReceipts(ctx context.Context) error {
-	expireAt := time.Now().Add(receiptRetention)
-	for start := 0; start < len(p.reached); start += multicastLimit {
-		b := p.d.Firestore.Batch()
-		for _, t := range p.reached[start:min(start+multicastLimit, len(p.reached))] {
-			b.Set(p.receiptsRef().Doc(receiptID(t)), map[string]any{"expireAt": expireAt})
+// readReceipts decodes receipts document 0 (first, as read) and reads the
+// others it names.
+func (p *pusher) readReceipts(ctx context.Context, first *firestore.DocumentSnapshot) (map[receipt]bool, error) {
+	got := map[receipt]bool{}
+	if !first.Exists() {
+		return got, nil
+	}
+	snaps := []*firestore.DocumentSnapshot{first}
+	chunks, _ := first.Data()["chunks"].(int64)
+	if chunks > 1 {
+		refs := make([]*firestore.DocumentRef, 0, chunks-1)
+		for n := 1; n < int(chunks); n++ {
+			refs = append(refs, p.receiptsDoc(n))
 		}
-		if _, err := b.Commit(context.WithoutCancel(ctx)); err != nil {
-			return err
+		more, err := p.d.Firestore.GetAll(ctx, refs)
+		if err != nil {
+			return nil, fmt.Errorf("read push receipts: %w", err)
+		}
+		snaps = append(snaps, more...)
+	}
+	for _, snap := range snaps {
+		if !snap.Exists() {
+			continue
+		}
+		sent, _ := snap.Data()["sent"].([]byte)
+		for i := 0; i+len(receipt{}) <= len(sent); i += len(receipt{}) {
+			got[receipt(sent[i:i+len(receipt{})])] = true
 		}
 	}
-	return nil
+	return got, nil
 }
 
-// receiptID names a device in the receipts without storing its token.
-func receiptID(token string) string {
-	sum := sha256.Sum256([]byte(token))
-	return hex.EncodeToString(sum[:16])
+// saveReceipts records every device reached so far, by earlier attempts and
+// this one, replacing the receipts documents in one batch.
+func (p *pusher) saveReceipts(ctx context.Context) error {
+	all := maps.Clone(p.receipts)
+	for _, t := range p.reached {
+		all[receiptOf(t)] = true
+	}
+	sorted := slices.SortedFunc(maps.Keys(all), func(a, b receipt) int { return bytes.Compare(a[:], b[:]) })
+	chunks := max(1, (len(sorted)+receiptsPerDoc-1)/receiptsPerDoc)
+	expireAt := time.Now().Add(receiptRetention)
+	b := p.d.Firestore.Batch()
+	for n := range chunks {
+		part := sorted[n*receiptsPerDoc : min((n+1)*receiptsPerDoc, len(sorted))]
+		sent := make([]byte, 0, len(part)*len(receipt{}))
+		for _, r := range part {
+			sent = append(sent, r[:]...)
+		}
+		doc := map[string]any{"sent": sent, "expireAt": expireAt}
+		if n == 0 {
+			doc["chunks"] = chunks
+		}
+		b.Set(p.receiptsDoc(n), doc)
+	}
+	_, err := b.Commit(context.WithoutCancel(ctx))
+	return err
 }
 
 // truncate cuts s to at most n characters (runes, not bytes).
