@@ -8,16 +8,18 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fireonce/fireonce/functions"
 	"github.com/fireonce/fireonce/functions/internal/buildcheck"
 	"github.com/fireonce/fireonce/shared/fcmemulator"
+	"github.com/fireonce/fireonce/shared/firestoreemulator"
 	"github.com/fireonce/fireonce/shared/firestoreevent/firestoreeventtest"
 	"github.com/fireonce/fireonce/shared/firestoretest"
+	"github.com/fireonce/fireonce/shared/logtest"
 )
 
 // TestRootIsDeployable checks the repository root the way Google's Go
@@ -93,14 +95,18 @@ func TestBuildpackBuild(t *testing.T) {
 
 	for _, f := range functions.Table() {
 		t.Run(f.Name, func(t *testing.T) {
-			port := freePort(t)
+			p, err := firestoreemulator.FreePort("127.0.0.1")
+			if err != nil {
+				t.Fatal(err)
+			}
+			port := strconv.Itoa(p)
 			cmd := exec.Command(bin)
 			cmd.Env = append(os.Environ(),
 				"PORT="+port, "FUNCTION_TARGET="+f.Name,
 				"GOOGLE_CLOUD_PROJECT="+env.ProjectID,
 				"FIRESTORE_EMULATOR_HOST="+env.Host,
 				"FCM_ENDPOINT=http://"+ln.Addr().String()+"/v1")
-			logs := &syncBuffer{}
+			logs := &logtest.Buffer{}
 			cmd.Stdout, cmd.Stderr = logs, logs
 			if err := cmd.Start(); err != nil {
 				t.Fatal(err)
@@ -140,34 +146,6 @@ func TestBuildpackBuild(t *testing.T) {
 			}
 		})
 	}
-}
-
-// syncBuffer collects a child's output while the test reads it.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-func freePort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
 }
 
 func waitListening(t *testing.T, addr string) {

@@ -1,15 +1,12 @@
 package functions
 
 import (
-	"bytes"
 	"context"
-	"encoding/json"
 	"fmt"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"slices"
-	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -24,6 +21,7 @@ import (
 	"github.com/fireonce/fireonce/shared/fcmemulator"
 	"github.com/fireonce/fireonce/shared/firestoreevent/firestoreeventtest"
 	"github.com/fireonce/fireonce/shared/firestoretest"
+	"github.com/fireonce/fireonce/shared/logtest"
 	"github.com/fireonce/fireonce/shared/triggeronce"
 )
 
@@ -38,7 +36,7 @@ type harness struct {
 	fcmURL     string
 	deps       *Deps
 	multicasts *recordingMessenger
-	logs       *syncBuffer
+	logs       *logtest.Buffer
 	svc        *Service
 }
 
@@ -73,7 +71,7 @@ func newHarness(t *testing.T, opts *harnessOptions) *harness {
 	t.Cleanup(func() { d.Firestore.Close() })
 	rec := &recordingMessenger{next: d.Messaging}
 	d.Messaging = rec
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	return &harness{
 		t: t, env: env, fcm: fcm, fcmURL: ts.URL, deps: d, multicasts: rec, logs: logs,
 		svc: NewService(d, cloudlog.New(logs, slog.LevelDebug)),
@@ -102,50 +100,6 @@ func (r *recordingMessenger) Sizes() []int {
 	return slices.Clone(r.sizes)
 }
 
-// syncBuffer is a bytes.Buffer safe for the concurrent writes of a logger.
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
-}
-
-// take returns the JSON lines written so far and forgets them.
-func (b *syncBuffer) take(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	text := b.buf.String()
-	b.buf.Reset()
-	b.mu.Unlock()
-	return parseLogLines(t, text)
-}
-
-func parseLogLines(t *testing.T, text string) []map[string]any {
-	t.Helper()
-	var lines []map[string]any
-	for l := range strings.SplitSeq(strings.TrimSpace(text), "\n") {
-		if l == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(l), &m); err != nil {
-			t.Fatalf("log line is not one JSON object: %q: %v", l, err)
-		}
-		lines = append(lines, m)
-	}
-	return lines
-}
-
 // invocationLogFields are the fields every invocation's line carries.
 var invocationLogFields = []string{"severity", "message", "function", "eventID", "document", "outcome", "sent", "pruned", "durationMs"}
 
@@ -154,9 +108,9 @@ var invocationLogFields = []string{"severity", "message", "function", "eventID",
 // every field of invocationLogFields.
 func (h *harness) invoke(ctx context.Context, name string, e event.Event) (error, map[string]any) {
 	h.t.Helper()
-	h.logs.take(h.t) // forget lines of earlier invocations
+	h.logs.Take(h.t) // forget lines of earlier invocations
 	err := h.svc.Handler(name)(ctx, e)
-	lines := h.logs.take(h.t)
+	lines := h.logs.Take(h.t)
 	if len(lines) != 1 {
 		h.t.Fatalf("%s logged %d lines, want 1: %v", name, len(lines), lines)
 	}

@@ -14,6 +14,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -23,8 +24,10 @@ import (
 	"google.golang.org/protobuf/encoding/protojson"
 
 	"github.com/fireonce/fireonce/shared/fcmemulator"
+	"github.com/fireonce/fireonce/shared/firestoreemulator"
 	"github.com/fireonce/fireonce/shared/firestoreevent/firestoreeventtest"
 	"github.com/fireonce/fireonce/shared/firestoretest"
+	"github.com/fireonce/fireonce/shared/logtest"
 )
 
 // served is ./functions/cmd/serve running in a subprocess: the functions as
@@ -32,7 +35,7 @@ import (
 // environment as on Cloud Functions.
 type served struct {
 	base   string
-	logs   *syncBuffer
+	logs   *logtest.Buffer
 	exited chan struct{}
 	cmd    *exec.Cmd
 }
@@ -46,7 +49,11 @@ func serveFunctions(t *testing.T, project, fcmEndpoint string) *served {
 		t.Fatalf("go build ./functions/cmd/serve: %v\n%s", err, out)
 	}
 
-	port := unusedPort(t)
+	p, err := firestoreemulator.FreePort("127.0.0.1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	port := strconv.Itoa(p)
 	var env []string
 	for _, kv := range os.Environ() {
 		switch k, _, _ := strings.Cut(kv, "="); k {
@@ -59,7 +66,7 @@ func serveFunctions(t *testing.T, project, fcmEndpoint string) *served {
 	cmd := exec.Command(bin)
 	cmd.Env = append(env, "PORT="+port, "HOST=127.0.0.1", "GOOGLE_CLOUD_PROJECT="+project,
 		firestoretest.EnvHost+"="+firestoretest.Host(t), "FCM_ENDPOINT="+fcmEndpoint)
-	s := &served{base: "http://127.0.0.1:" + port, logs: &syncBuffer{}, exited: make(chan struct{}), cmd: cmd}
+	s := &served{base: "http://127.0.0.1:" + port, logs: &logtest.Buffer{}, exited: make(chan struct{}), cmd: cmd}
 	cmd.Stdout, cmd.Stderr = s.logs, s.logs
 	if err := cmd.Start(); err != nil {
 		t.Fatal(err)
@@ -124,16 +131,6 @@ func moduleRoot(t *testing.T) string {
 		t.Fatal("runtime.Caller failed")
 	}
 	return filepath.Dir(filepath.Dir(file))
-}
-
-func unusedPort(t *testing.T) string {
-	t.Helper()
-	ln, err := net.Listen("tcp", "127.0.0.1:0")
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer ln.Close()
-	return fmt.Sprint(ln.Addr().(*net.TCPAddr).Port)
 }
 
 var httpClient = &http.Client{Timeout: 60 * time.Second}

@@ -450,7 +450,7 @@ func TestSendPostNotificationConcurrentDuplicates(t *testing.T) {
 		wg.Go(func() { errs[i] = h.svc.Handler(push)(context.Background(), e) })
 	}
 	wg.Wait()
-	lines := h.logs.take(t)
+	lines := h.logs.Take(t)
 	if len(lines) != copies {
 		t.Fatalf("%d log lines for %d deliveries", len(lines), copies)
 	}

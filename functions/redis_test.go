@@ -35,7 +35,7 @@ func TestPushOnRedisStore(t *testing.T) {
 	}
 	wg.Wait()
 	executed := 0
-	for _, l := range h.logs.take(t) {
+	for _, l := range h.logs.Take(t) {
 		if l["outcome"] == string(triggeronce.OutcomeExecuted) {
 			executed++
 		}

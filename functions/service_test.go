@@ -15,6 +15,7 @@ import (
 	"github.com/fireonce/fireonce/shared/fcmemulator"
 	"github.com/fireonce/fireonce/shared/firestoreevent/firestoreeventtest"
 	"github.com/fireonce/fireonce/shared/firestoretest"
+	"github.com/fireonce/fireonce/shared/logtest"
 	"github.com/fireonce/fireonce/shared/triggeronce"
 )
 
@@ -138,12 +139,12 @@ func TestMalformedEventsAreDropped(t *testing.T) {
 		for _, name := range names {
 			t.Run(tt.name+"/"+name, func(t *testing.T) {
 				e := tt.event(t, name)
-				h.logs.take(t)
+				h.logs.Take(t)
 				err := h.svc.Handler(name)(context.Background(), e)
 				if err != nil {
 					t.Fatalf("returned %v, want nil (no retry can fix it)", err)
 				}
-				lines := h.logs.take(t)
+				lines := h.logs.Take(t)
 				if len(lines) != 1 {
 					t.Fatalf("%d log lines, want 1: %v", len(lines), lines)
 				}
@@ -209,7 +210,7 @@ func TestMissingProjectAtInvocation(t *testing.T) {
 	t.Setenv("FCM_ENDPOINT", fcm.URL()+"/v1")
 
 	s := newEnvService()
-	logs := &syncBuffer{}
+	logs := &logtest.Buffer{}
 	s.logger = cloudlog.New(logs, slog.LevelInfo) // instead of stdout
 
 	c := firestoreeventtest.Change{ID: newEventID(), Type: EventCreated, Project: env.ProjectID,
@@ -220,7 +221,7 @@ func TestMissingProjectAtInvocation(t *testing.T) {
 		if !errors.Is(err, ErrNoProject) {
 			t.Fatalf("%s: err = %v, want ErrNoProject", name, err)
 		}
-		lines := logs.take(t)
+		lines := logs.Take(t)
 		if len(lines) != 1 {
 			t.Fatalf("%d log lines: %v", len(lines), lines)
 		}
@@ -243,7 +244,7 @@ func TestMissingProjectAtInvocation(t *testing.T) {
 	if d, err := s.deps(context.Background()); err == nil {
 		t.Cleanup(func() { d.Firestore.Close() })
 	}
-	lines := logs.take(t)
+	lines := logs.Take(t)
 	if len(lines) != 1 || lines[0]["outcome"] != "executed" {
 		t.Fatalf("log %v", lines)
 	}

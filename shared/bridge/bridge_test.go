@@ -14,6 +14,7 @@ import (
 	cloudevents "github.com/cloudevents/sdk-go/v2"
 
 	"github.com/fireonce/fireonce/shared/bridge"
+	"github.com/fireonce/fireonce/shared/logtest"
 )
 
 // fixtureProject is the project the fixtures were captured with.
@@ -21,9 +22,9 @@ const fixtureProject = "demo-capture"
 
 // newBridge serves a Bridge for fixtureProject through httptest and returns
 // it with its base URL; logs go to t's output and to the returned buffer.
-func newBridge(t *testing.T, functionsURL string, opts *bridge.Options) (*bridge.Bridge, string, *logBuffer) {
+func newBridge(t *testing.T, functionsURL string, opts *bridge.Options) (*bridge.Bridge, string, *logtest.Buffer) {
 	t.Helper()
-	logs := &logBuffer{}
+	logs := &logtest.Buffer{}
 	o := bridge.Options{}
 	if opts != nil {
 		o = *opts

@@ -9,6 +9,7 @@ import (
 	"github.com/fireonce/fireonce/shared/bridge"
 	"github.com/fireonce/fireonce/shared/emulatorapi"
 	"github.com/fireonce/fireonce/shared/firestoreemulator"
+	"github.com/fireonce/fireonce/shared/logtest"
 )
 
 // The real emulator, started with --functions_emulator pointing at the
@@ -31,7 +32,7 @@ func TestEndToEndWithEmulator(t *testing.T) {
 	}
 	t.Cleanup(func() { b.Close() })
 
-	emuLog := &logBuffer{}
+	emuLog := &logtest.Buffer{}
 	emu, err := firestoreemulator.Start(ctx, &firestoreemulator.Options{
 		ProjectID: project, FunctionsEmulator: b.Addr(), Log: emuLog,
 	})

@@ -1,7 +1,6 @@
 package bridge_test
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
 	"net/http"
@@ -169,22 +168,4 @@ func idle(t *testing.T, b *bridge.Bridge) {
 	if err := b.Idle(ctx); err != nil {
 		t.Fatalf("Idle: %v", err)
 	}
-}
-
-// logBuffer collects log output safely across goroutines.
-type logBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.b.String()
 }

@@ -1,13 +1,11 @@
 package fcmemulator_test
 
 import (
-	"bytes"
 	"context"
 	"log/slog"
 	"net/http"
 	"net/http/httptest"
 	"strings"
-	"sync"
 	"testing"
 
 	firebase "firebase.google.com/go/v4"
@@ -15,6 +13,7 @@ import (
 	"google.golang.org/api/option"
 
 	"github.com/fireonce/fireonce/shared/fcmemulator"
+	"github.com/fireonce/fireonce/shared/logtest"
 )
 
 const project = "demo-fcm"
@@ -52,25 +51,8 @@ func multicast(tokens ...string) *messaging.MulticastMessage {
 	}
 }
 
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func TestMulticastRecordsAndLogsEachPush(t *testing.T) {
-	var logs syncBuffer
+	var logs logtest.Buffer
 	s, c := serve(t, &fcmemulator.Options{Logger: slog.New(slog.NewJSONHandler(&logs, nil))})
 	tokens := []string{"tok-a", "tok-b", "tok-c"}
 	br, err := c.SendEachForMulticast(context.Background(), multicast(tokens...))

@@ -12,12 +12,12 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"testing"
 	"time"
 
 	"github.com/fireonce/fireonce/shared/firestoreemulator"
+	"github.com/fireonce/fireonce/shared/logtest"
 )
 
 // envFake makes the test binary act as a fake launcher (see TestMain).
@@ -59,24 +59,6 @@ func fakeLauncher() {
 	os.Exit(3)
 }
 
-// syncBuffer is an io.Writer safe for the emulator's output goroutine.
-type syncBuffer struct {
-	mu sync.Mutex
-	b  strings.Builder
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
 func portFree(t *testing.T, addr string) {
 	t.Helper()
 	l, err := net.Listen("tcp", addr)
@@ -88,7 +70,7 @@ func portFree(t *testing.T, addr string) {
 }
 
 func TestStartStopRealEmulator(t *testing.T) {
-	var log syncBuffer
+	var log logtest.Buffer
 	ctx := context.Background()
 	emu, err := firestoreemulator.Start(ctx, &firestoreemulator.Options{
 		ProjectID: "demo-firestoreemulator",

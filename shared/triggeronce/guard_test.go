@@ -505,7 +505,7 @@ func TestMarkerAndLogs(t *testing.T) {
 		t.Errorf("expireAt = %v, want about now + 48h", d["expireAt"])
 	}
 
-	recs := logs.records(t)
+	recs := logs.Lines(t)
 	var outcomes []string
 	for _, r := range recs {
 		if r["eventID"] != key.EventID || r["function"] != key.Function || r["key"] != key.ID() || r["attempts"] == nil {

@@ -1,13 +1,9 @@
 package triggeronce_test
 
 import (
-	"bytes"
 	"context"
 	"crypto/rand"
-	"encoding/json"
 	"log/slog"
-	"strings"
-	"sync"
 	"testing"
 	"time"
 
@@ -15,6 +11,7 @@ import (
 
 	"github.com/fireonce/fireonce/shared/firestoretest"
 	"github.com/fireonce/fireonce/shared/grpccount"
+	"github.com/fireonce/fireonce/shared/logtest"
 	"github.com/fireonce/fireonce/shared/triggeronce"
 )
 
@@ -26,40 +23,9 @@ func testCtx(t *testing.T) context.Context {
 
 func newEventID() string { return "evt-" + rand.Text() }
 
-// logBuffer collects JSON log records for assertions.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *logBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-// records returns the logged records as maps.
-func (b *logBuffer) records(t *testing.T) []map[string]any {
-	t.Helper()
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	var out []map[string]any
-	for line := range strings.SplitSeq(strings.TrimSpace(b.buf.String()), "\n") {
-		if line == "" {
-			continue
-		}
-		var m map[string]any
-		if err := json.Unmarshal([]byte(line), &m); err != nil {
-			t.Fatalf("log line %q: %v", line, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 // newGuard returns a Guard on a fresh emulator project, logging to the
 // returned buffer.
-func newGuard(t *testing.T, opts *triggeronce.Options) (*triggeronce.Guard, *firestoretest.Env, *logBuffer) {
+func newGuard(t *testing.T, opts *triggeronce.Options) (*triggeronce.Guard, *firestoretest.Env, *logtest.Buffer) {
 	t.Helper()
 	env := firestoretest.New(t)
 	g, logs := guardOn(env.Client, opts)
@@ -67,8 +33,8 @@ func newGuard(t *testing.T, opts *triggeronce.Options) (*triggeronce.Guard, *fir
 }
 
 // guardOn returns a Guard on client, logging to the returned buffer.
-func guardOn(client *firestore.Client, opts *triggeronce.Options) (*triggeronce.Guard, *logBuffer) {
-	logs := &logBuffer{}
+func guardOn(client *firestore.Client, opts *triggeronce.Options) (*triggeronce.Guard, *logtest.Buffer) {
+	logs := &logtest.Buffer{}
 	o := triggeronce.Options{}
 	if opts != nil {
 		o = *opts

@@ -9,12 +9,12 @@ import (
 	"path/filepath"
 	"runtime"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/fireonce/fireonce/shared/bridge"
 	"github.com/fireonce/fireonce/shared/firestoreemulator"
+	"github.com/fireonce/fireonce/shared/logtest"
 )
 
 func repoRoot(t *testing.T) string {
@@ -64,9 +64,8 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Fatalf("build the functions server: %v\n%s", err, out)
 	}
 
-	var logs bytes.Buffer
-	logger := slog.New(slog.NewTextHandler(&lockedWriter{w: &logs}, nil))
-	functionsLog := &lockedWriter{w: &bytes.Buffer{}}
+	logger := slog.New(slog.NewTextHandler(&logtest.Buffer{}, nil))
+	functionsLog := &logtest.Buffer{}
 	ctx, cancel := context.WithTimeout(context.Background(), 4*time.Minute)
 	defer cancel()
 	loop, err := Start(ctx, &Options{
@@ -108,16 +107,4 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Fatalf("%d deliveries for %d events with 3 duplicates each:\n%s", sum.Deliveries, total, out.String())
 	}
 	t.Log(out.String())
-}
-
-// lockedWriter serialises writes from the loop's goroutines.
-type lockedWriter struct {
-	mu sync.Mutex
-	w  io.Writer
-}
-
-func (w *lockedWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.w.Write(p)
 }
