@@ -283,6 +283,11 @@ func TestSendPostNotificationTransientFailure(t *testing.T) {
 		// firstRequests is how many requests the failing devices' first
 		// attempt should make each (0: unchecked).
 		firstRequests int
+		// inFlightMayBeLost: answers still on their way when the deadline
+		// passes are lost to the function, which cannot tell those devices
+		// were reached (no FCM request is idempotent): the retry may push
+		// them again. Devices the attempt saw answered never are.
+		inFlightMayBeLost bool
 	}{
 		{
 			name: "503 burst outlasting the SDK's retries",
@@ -330,6 +335,7 @@ func TestSendPostNotificationTransientFailure(t *testing.T) {
 				h.fcm.FailNext(1, fcmemulator.Internal, failing2)
 				return nil // set by the test
 			},
+			inFlightMayBeLost: true,
 		},
 	}
 	for _, tt := range tests {
@@ -372,11 +378,18 @@ func TestSendPostNotificationTransientFailure(t *testing.T) {
 			if err == nil {
 				t.Fatalf("first attempt returned nil; log %v", line)
 			}
-			expectLine(t, line, triggeronce.OutcomeReleased, "WARNING", len(healthy), 0)
+			firstSent := len(healthy)
+			if tt.inFlightMayBeLost {
+				v, _ := line["sent"].(float64) // checked by expectLine below
+				firstSent = int(v)
+			}
+			expectLine(t, line, triggeronce.OutcomeReleased, "WARNING", firstSent, 0)
 			if got := h.marker(e.ID(), push); got != "" {
 				t.Fatalf("claim not released: marker state %q", got)
 			}
-			expectPushes(t, h.fcm, each(healthy, 1))
+			if !tt.inFlightMayBeLost {
+				expectPushes(t, h.fcm, each(healthy, 1))
+			}
 			if tt.firstRequests > 0 {
 				for _, tok := range []string{failing1, failing2} {
 					n := 0
@@ -395,6 +408,19 @@ func TestSendPostNotificationTransientFailure(t *testing.T) {
 			err, line = h.invoke(context.Background(), push, e)
 			if err != nil {
 				t.Fatalf("retry: %v", err)
+			}
+			if tt.inFlightMayBeLost && firstSent < len(healthy) {
+				// Some healthy answers were lost: those devices may get a
+				// second push; the failing ones still get exactly one.
+				t.Logf("the deadline cut %d healthy answers short", len(healthy)-firstSent)
+				expectLine(t, line, triggeronce.OutcomeExecuted, "INFO", len(all)-firstSent, 0)
+				for _, tok := range all {
+					n := h.fcm.PushesTo(tok)
+					if n < 1 || n > 2 || ((tok == failing1 || tok == failing2) && n != 1) {
+						t.Fatalf("%s got %d pushes", tok, n)
+					}
+				}
+				return
 			}
 			expectLine(t, line, triggeronce.OutcomeExecuted, "INFO", 2, 0)
 			expectPushes(t, h.fcm, each(all, 1))
@@ -473,5 +499,41 @@ func TestSendPostNotificationConcurrentDuplicates(t *testing.T) {
 	expectPushes(t, h.fcm, each([]string{"f1-phone", "f2-phone", "f2-tablet"}, 1))
 	if got := h.marker(e.ID(), push); got != "done" {
 		t.Fatalf("marker state %q", got)
+	}
+}
+
+// TestPushReceiptsRoundTrip: receipts saved by a failed attempt, over
+// several documents, are all read back by the next attempt, together with
+// the author's name.
+func TestPushReceiptsRoundTrip(t *testing.T) {
+	h := newHarness(t, nil)
+	h.seed(world{users: map[string]string{"ada": "Ada"}})
+	old := receiptsPerDoc
+	receiptsPerDoc = 10
+	t.Cleanup(func() { receiptsPerDoc = old })
+
+	key := triggeronce.Key{EventID: newEventID(), Function: push}
+	first := &pusher{s: h.svc, d: h.deps, key: key, receipts: map[receipt]bool{}}
+	for i := range 25 {
+		first.reached = append(first.reached, fmt.Sprintf("token-%d", i))
+	}
+	if err := first.saveReceipts(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	retry := &pusher{s: h.svc, d: h.deps, key: key}
+	name, err := retry.loadAuthorAndReceipts(context.Background(), "ada")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if name != "Ada" || len(retry.receipts) != 25 {
+		t.Fatalf("read name %q and %d receipts, want Ada and 25", name, len(retry.receipts))
+	}
+	for _, tok := range first.reached {
+		if !retry.receipts[receiptOf(tok)] {
+			t.Fatalf("no receipt for %s", tok)
+		}
+	}
+	if retry.receipts[receiptOf("token-25")] {
+		t.Fatal("a receipt for a device never reached")
 	}
 }
