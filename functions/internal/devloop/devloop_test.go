@@ -5,9 +5,11 @@ import (
 	"context"
 	"io"
 	"log/slog"
+	"net"
 	"os/exec"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"testing"
 	"time"
@@ -81,9 +83,10 @@ func TestDemoEndToEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
+	stopped := false
 	defer func() {
-		if err := loop.Stop(); err != nil {
-			t.Errorf("Stop: %v", err)
+		if !stopped {
+			loop.Stop()
 		}
 	}()
 
@@ -107,4 +110,29 @@ func TestDemoEndToEnd(t *testing.T) {
 		t.Fatalf("%d deliveries for %d events with 3 duplicates each:\n%s", sum.Deliveries, total, out.String())
 	}
 	t.Log(out.String())
+
+	// Stop leaves nothing listening: not the emulator (nor its java
+	// child), the functions server, or the bridge and FCM stand-in.
+	stopped = true
+	if err := loop.Stop(); err != nil {
+		t.Fatalf("Stop: %v", err)
+	}
+	p := loop.ports
+	for _, addr := range []string{
+		net.JoinHostPort(p.FirestoreHost, strconv.Itoa(p.FirestorePort)),
+		net.JoinHostPort(p.FirestoreHost, strconv.Itoa(p.WebsocketPort)),
+		net.JoinHostPort(p.FunctionsHost, strconv.Itoa(p.FunctionsPort)),
+		loop.BridgeAddr(),
+	} {
+		if conn, err := net.DialTimeout("tcp", addr, time.Second); err == nil {
+			conn.Close()
+			t.Errorf("%s still accepts connections after Stop", addr)
+		}
+	}
+	if firestoreemulator.GroupAlive(loop.emu.Pgid()) {
+		t.Errorf("a process of the emulator's group %d survived Stop", loop.emu.Pgid())
+	}
+	if firestoreemulator.GroupAlive(loop.serve.Process.Pid) {
+		t.Errorf("a process of the functions server's group survived Stop")
+	}
 }
