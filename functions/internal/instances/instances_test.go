@@ -1,4 +1,4 @@
-package main
+package instances
 
 import (
 	"fmt"
@@ -41,7 +41,7 @@ func TestFrontOneRequestPerInstance(t *testing.T) {
 		u, _ := url.Parse(srv.URL)
 		backends = append(backends, u)
 	}
-	front := httptest.NewServer(newFront(backends))
+	front := httptest.NewServer(Front(backends))
 	t.Cleanup(front.Close)
 
 	var wg sync.WaitGroup
