@@ -13,10 +13,17 @@ import (
 // misconfigured deployment logs a clear error instead of crashing in init.
 var ErrNoProject = errors.New("functions: no project ID: set GOOGLE_CLOUD_PROJECT (or GCLOUD_PROJECT, or FIREBASE_CONFIG with projectId)")
 
+// DefaultDatabase is the ID of a project's default Firestore database.
+const DefaultDatabase = "(default)"
+
 // Config is what the functions read from the environment.
 type Config struct {
 	// ProjectID is the Google Cloud project that holds Firestore.
 	ProjectID string
+	// Database is the Firestore database the functions' triggers listen on
+	// and their effects write to: FIREONCE_DATABASE, default "(default)".
+	// Events from any other database are rejected.
+	Database string
 	// FCMEndpoint, when set, is the base URL of the FCM API (for example
 	// http://127.0.0.1:9099/v1), for the local dev loop and tests.
 	FCMEndpoint string
@@ -38,9 +45,13 @@ func ConfigFromEnv(getenv func(string) string) (Config, error) {
 	}
 	cfg := Config{
 		ProjectID:   project,
+		Database:    strings.TrimSpace(getenv("FIREONCE_DATABASE")),
 		FCMEndpoint: strings.TrimRight(getenv("FCM_ENDPOINT"), "/"),
 		Store:       strings.ToLower(strings.TrimSpace(getenv("FIREONCE_STORE"))),
 		RedisURL:    getenv("REDIS_URL"),
+	}
+	if cfg.Database == "" {
+		cfg.Database = DefaultDatabase
 	}
 	switch cfg.Store {
 	case "", "firestore":

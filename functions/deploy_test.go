@@ -84,6 +84,27 @@ func TestDeployDryRunMatchesTable(t *testing.T) {
 	}
 }
 
+// TestDeployNamedDatabase: triggers on a named database, and the functions
+// told to write to it.
+func TestDeployNamedDatabase(t *testing.T) {
+	out, err := deployDryRun(t, "--project", "p", "--region", "r", "--trigger-location", "l", "--database", "eu-db",
+		"--set-env-vars", "A=1")
+	if err != nil {
+		t.Fatalf("%v\n%s", err, out)
+	}
+	for _, f := range functions.Table() {
+		line := ""
+		for _, l := range strings.Split(out, "\n") {
+			if strings.Contains(l, "deploy "+f.Name+" ") {
+				line = strings.ReplaceAll(l, `\`, "")
+			}
+		}
+		if !strings.Contains(line, "--trigger-event-filters=database=eu-db") || !strings.Contains(line, "--set-env-vars=A=1,FIREONCE_DATABASE=eu-db") {
+			t.Errorf("%s: want the eu-db trigger filter and FIREONCE_DATABASE=eu-db: %s", f.Name, line)
+		}
+	}
+}
+
 func TestDeployOnly(t *testing.T) {
 	out, err := deployDryRun(t, "--project", "p", "--region", "r", "--trigger-location", "l", "--only", "incrementPostCount")
 	if err != nil {

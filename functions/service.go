@@ -35,6 +35,10 @@ type Deps struct {
 	// Firestore holds users, posts, followers, tokens and the counter guard's
 	// markers.
 	Firestore *firestore.Client
+	// Database is the ID of Firestore's database ("" means "(default)"):
+	// an event from another database is rejected, since the effects would
+	// land in the wrong one.
+	Database string
 	// Messaging sends pushes.
 	Messaging Messenger
 	// PushGuard guards sendPostNotification's external effect (Guard.Run);
@@ -43,6 +47,22 @@ type Deps struct {
 	// CountGuard guards the counters: it must be on Firestore, since the
 	// marker and the counter commit together.
 	CountGuard *triggeronce.Guard
+}
+
+func (d *Deps) database() string {
+	if d.Database == "" {
+		return DefaultDatabase
+	}
+	return d.Database
+}
+
+// serves reports whether an event of database belongs to d's database
+// (events that do not name one are taken as the default's).
+func (d *Deps) serves(database string) bool {
+	if database == "" {
+		database = DefaultDatabase
+	}
+	return database == d.database()
 }
 
 // Service serves the functions of the table. Its zero value is not usable:
@@ -96,9 +116,12 @@ func newEnvService() *Service {
 var guardOptions = &triggeronce.Options{Logger: slog.New(slog.DiscardHandler)}
 
 func depsFromConfig(ctx context.Context, cfg Config) (*Deps, error) {
-	fs, err := firestore.NewClient(ctx, cfg.ProjectID)
+	if cfg.Database == "" {
+		cfg.Database = DefaultDatabase
+	}
+	fs, err := firestore.NewClientWithDatabase(ctx, cfg.ProjectID, cfg.Database)
 	if err != nil {
-		return nil, fmt.Errorf("functions: firestore client for %s: %w", cfg.ProjectID, err)
+		return nil, fmt.Errorf("functions: firestore client for %s database %s: %w", cfg.ProjectID, cfg.Database, err)
 	}
 	var opts []option.ClientOption
 	if cfg.FCMEndpoint != "" {
@@ -115,7 +138,7 @@ func depsFromConfig(ctx context.Context, cfg Config) (*Deps, error) {
 		fs.Close()
 		return nil, fmt.Errorf("functions: messaging client: %w", err)
 	}
-	d := &Deps{Firestore: fs, Messaging: msg, CountGuard: triggeronce.NewFirestore(fs, guardOptions)}
+	d := &Deps{Firestore: fs, Database: cfg.Database, Messaging: msg, CountGuard: triggeronce.NewFirestore(fs, guardOptions)}
 	switch cfg.Store {
 	case "redis":
 		ropts, err := redis.ParseURL(cfg.RedisURL)
@@ -160,10 +183,15 @@ func (s *Service) invoke(ctx context.Context, r row, e event.Event) error {
 		document = inv.event.Document
 		inv.report = rep
 		var d *Deps
-		if d, err = s.deps(ctx); err == nil {
-			err = r.handle(s, ctx, d, inv)
-		} else {
+		switch d, err = s.deps(ctx); {
+		case err != nil:
 			rep.outcome = triggeronce.OutcomeFailed
+		case !d.serves(inv.event.Database):
+			rep.outcome = outcomeRejected
+			err = fmt.Errorf("%w: event from database %q, but the functions write to %q (FIREONCE_DATABASE)",
+				firestoreevent.ErrMalformed, inv.event.Database, d.database())
+		default:
+			err = r.handle(s, ctx, d, inv)
 		}
 	} else {
 		rep.outcome = outcomeRejected

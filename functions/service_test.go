@@ -72,6 +72,11 @@ func TestMalformedEventsAreDropped(t *testing.T) {
 			e.SetData("application/json", []byte(`{"value": 12`))
 			return e
 		}},
+		{name: "another database", event: func(t *testing.T, name string) event.Event {
+			c := typed(name)
+			c.Database = "other-db"
+			return mustEvent(t, c)
+		}},
 		{name: "wrong type", event: func(t *testing.T, name string) event.Event {
 			c := typed(name)
 			if c.Type == EventCreated {

@@ -64,6 +64,11 @@ run() {
   fi
 }
 
+# The functions write to the database their triggers listen on.
+if [ "$database" != "(default)" ]; then
+  env_vars+=("FIREONCE_DATABASE=$database")
+fi
+
 found=0
 while IFS=$'\t' read -r name event_type document; do
   [ -n "$name" ] || continue
