@@ -2,6 +2,7 @@ package functions
 
 import (
 	"context"
+	"fmt"
 	"testing"
 
 	"github.com/fireonce/fireonce/shared/firestoreevent/firestoreeventtest"
@@ -17,8 +18,9 @@ func TestPostCounters(t *testing.T) {
 	t.Parallel()
 	type step struct {
 		function  string
-		created   bool // a created event of a new post, else a deleted one
-		redeliver bool // deliver the previous step's event again
+		created   bool   // a created event, else a deleted one
+		post      string // the post; default: a new one for a create, an old uncounted one for a delete
+		redeliver bool   // deliver the previous step's event again
 		want      int64
 	}
 	tests := []struct {
@@ -55,12 +57,38 @@ func TestPostCounters(t *testing.T) {
 			steps:   []step{{function: decrement, want: 0}, {function: decrement, want: 0}, {function: increment, created: true, want: 1}},
 		},
 		{
+			name:    "delete arrives before its create",
+			initial: map[string]any{postCountField: 3},
+			steps: []step{
+				{function: decrement, post: "late", want: 2}, // taken as a post from before: owed
+				{function: increment, created: true, post: "late", want: 3},
+			},
+		},
+		{
+			name:    "delete before its create at zero",
+			initial: map[string]any{postCountField: 0},
+			steps: []step{
+				{function: decrement, post: "late", want: 0},
+				{function: increment, created: true, post: "late", want: 0},
+			},
+		},
+		{
+			name: "a post ID used again",
+			steps: []step{
+				{function: increment, created: true, post: "p", want: 1},
+				{function: decrement, post: "p", want: 0},
+				{function: increment, created: true, post: "p", want: 1},
+				{function: increment, created: true, post: "q", want: 2},
+				{function: decrement, post: "p", want: 1},
+			},
+		},
+		{
 			name: "redeliveries change nothing",
 			steps: []step{
 				{function: increment, created: true, want: 1},
 				{function: increment, redeliver: true, want: 1},
 				{function: increment, created: true, want: 2},
-				{function: decrement, want: 1},
+				{function: decrement, post: "p0", want: 1},
 				{function: decrement, redeliver: true, want: 1},
 			},
 		},
@@ -77,10 +105,16 @@ func TestPostCounters(t *testing.T) {
 				var eventID string
 				var err error
 				var line map[string]any
+				post := s.post
+				if post == "" && s.created {
+					post = fmt.Sprintf("p%d", i)
+				} else if post == "" {
+					post = "from-before"
+				}
 				if s.redeliver {
-					e := h.created("ada", "p", "t")
+					e := h.created("ada", post, "t")
 					if s.function == decrement {
-						e = h.deleted("ada", "p")
+						e = h.deleted("ada", post)
 					}
 					e.SetID(prev)
 					eventID = prev
@@ -89,9 +123,9 @@ func TestPostCounters(t *testing.T) {
 						expectLine(t, line, triggeronce.OutcomeDuplicate, "INFO", 0, 0)
 					}
 				} else {
-					e := h.deleted("ada", "p")
+					e := h.deleted("ada", post)
 					if s.created {
-						e = h.created("ada", "p", "t")
+						e = h.created("ada", post, "t")
 					}
 					eventID = e.ID()
 					err, line = h.invoke(context.Background(), s.function, e)

@@ -12,7 +12,8 @@
 //   - incrementPostCount (created) and decrementPostCount (deleted):
 //     users/{userID}.postCount changes by one in the same atomic commit as
 //     the done marker (Guard.RunBatch, Guard.RunTx): exactly once, never
-//     below zero.
+//     below zero, and right whatever order a post's events arrive in (a
+//     ledger per post, see counters.go).
 //
 // The functions table (Table) is the single source of truth for names, event
 // types and document patterns: init registers every row with

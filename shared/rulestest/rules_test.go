@@ -211,6 +211,8 @@ func TestRules(t *testing.T) {
 		{"triggerEvents: create by a signed-in user denied", alice, create("triggerEvents/e2-incrementPostCount", map[string]any{"state": "done"}), denied},
 		{"triggerEvents: delete by a signed-in user denied", alice, del(marker), denied},
 		{"triggerEvents: signed-out read denied", anon, get(marker), denied},
+		{"postLedger: the author reads her own denied", alice, get("users/alice/postLedger/p1"), denied},
+		{"postLedger: the author writes her own denied", alice, set("users/alice/postLedger/p1", map[string]any{"creates": 0, "debt": 5}), denied},
 		{"unknown collection: read denied", alice, get("other/x"), denied},
 		{"unknown collection: write denied", alice, set("other/y", map[string]any{"a": 1}), denied},
 		{"unknown subcollection of a profile: write denied", alice, set("users/alice/private/x", map[string]any{"a": 1}), denied},
