@@ -88,7 +88,8 @@ func (e *env) key(id string, n int, function string) (triggeronce.Key, triggeron
 
 func increment() map[string]any { return map[string]any{postCount: firestore.Increment(1)} }
 
-// decrement is decrementPostCount's effect: read, clamp at zero, write.
+// decrement has the shape of decrementPostCount's effect: one read in the
+// transaction (here the count, clamped at zero), then the write.
 func decrement(tx *firestore.Transaction, user *firestore.DocumentRef) error {
 	snap, err := tx.Get(user)
 	if err != nil && status.Code(err) != codes.NotFound {
