@@ -231,17 +231,32 @@ func cleanupContext(ctx context.Context) (context.Context, context.CancelFunc) {
 	return context.WithTimeout(context.WithoutCancel(ctx), cleanupTimeout)
 }
 
-// complete marks key done, trying again once on a store error (not on a
-// lost lease, which no retry can fix).
+// complete marks key done. A store error (a Redis restart, a Firestore
+// blip) is retried with backoff within the cleanup timeout, since the effect
+// has run and a completion that never lands lets a later delivery run it
+// again; a lost lease (driver.ErrNotOwner) is final.
 func (g *Guard) complete(ctx context.Context, key Key, owner string) error {
 	cctx, cancel := cleanupContext(ctx)
 	defer cancel()
-	err := g.store.Complete(cctx, key, owner, g.retention)
-	if err == nil || errors.Is(err, driver.ErrNotOwner) {
-		return err
+	delay := completeBackoff
+	for {
+		err := g.store.Complete(cctx, key, owner, g.retention)
+		if err == nil || errors.Is(err, driver.ErrNotOwner) {
+			return err
+		}
+		t := time.NewTimer(delay)
+		select {
+		case <-t.C:
+		case <-cctx.Done():
+			t.Stop()
+			return err
+		}
+		delay = min(2*delay, 5*time.Second)
 	}
-	return g.store.Complete(cctx, key, owner, g.retention)
 }
+
+// completeBackoff is the first wait before Complete is tried again.
+const completeBackoff = 100 * time.Millisecond
 
 // release gives the claim back. A failure is logged, not returned: the
 // effect's error matters more, and the marker expires with its lease.

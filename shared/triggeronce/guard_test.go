@@ -517,3 +517,44 @@ func TestMarkerAndLogs(t *testing.T) {
 		t.Errorf("logged outcomes %v, want [executed duplicate]", outcomes)
 	}
 }
+
+// flakyCompleteStore owns every claim and fails the first failures
+// completions, as a store does while it restarts.
+type flakyCompleteStore struct {
+	mu        sync.Mutex
+	failures  int
+	completes int
+}
+
+func (s *flakyCompleteStore) Claim(context.Context, driver.ClaimRequest) (driver.ClaimResult, error) {
+	return driver.ClaimResult{Status: driver.Claimed, Attempts: 1}, nil
+}
+
+func (s *flakyCompleteStore) Complete(context.Context, driver.Key, string, time.Duration) error {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	s.completes++
+	if s.completes <= s.failures {
+		return errStoreDown
+	}
+	return nil
+}
+
+func (s *flakyCompleteStore) Release(context.Context, driver.Key, string) error { return nil }
+
+// TestCompleteRetriedThroughStoreErrors: the effect ran, so a completion the
+// store refuses for a while is tried again until it lands.
+func TestCompleteRetriedThroughStoreErrors(t *testing.T) {
+	t.Parallel()
+	store := &flakyCompleteStore{failures: 3}
+	g := triggeronce.New(store, nil)
+	runs := 0
+	o, err := g.Run(context.Background(), triggeronce.Key{EventID: "e", Function: "f"}, triggeronce.Meta{},
+		func(context.Context) error { runs++; return nil })
+	if o != triggeronce.OutcomeExecuted || err != nil || runs != 1 {
+		t.Fatalf("Run = %s, %v after %d runs; want executed once", o, err, runs)
+	}
+	if store.completes != 4 {
+		t.Fatalf("%d completions, want 3 refused and the 4th landing", store.completes)
+	}
+}
