@@ -155,30 +155,11 @@ func (e *env) firestoreCases() []*latencyCase {
 				return decrement(tx, e.user(n))
 			}))
 		}),
-		c("3a", "seed: check-and-mark transaction, then increment", "1", func(ctx context.Context, n int) error {
-			key, _ := e.key("3a", n, "incrementPostCount")
-			seen, err := seedHasAlreadyTriggered(ctx, e.fs, key)
-			if err == nil && seen {
-				err = errDuplicate
-			}
-			if err != nil {
-				return err
-			}
-			_, err = e.user(n).Set(ctx, increment(), firestore.MergeAll)
-			return err
-		}),
-		c("3b", "HasAlreadyTriggered (one create), then increment", "1", func(ctx context.Context, n int) error {
-			key, _ := e.key("3b", n, "incrementPostCount")
-			seen, err := triggeronce.HasAlreadyTriggered(ctx, e.fs, key.EventID, key.Function)
-			if err == nil && seen {
-				err = errDuplicate
-			}
-			if err != nil {
-				return err
-			}
-			_, err = e.user(n).Set(ctx, increment(), firestore.MergeAll)
-			return err
-		}),
+		c("3a", "seed: check-and-mark transaction, then increment", "1", e.markThenIncrement("3a", seedHasAlreadyTriggered)),
+		c("3b", "HasAlreadyTriggered (one create), then increment", "1", e.markThenIncrement("3b",
+			func(ctx context.Context, fs *firestore.Client, key triggeronce.Key) (bool, error) {
+				return triggeronce.HasAlreadyTriggered(ctx, fs, key.EventID, key.Function)
+			})),
 		c("4", "Guard.Run around a no-op (claim + complete)", "1", func(ctx context.Context, n int) error {
 			key, meta := e.key("4", n, "sendPostNotification")
 			return executed(g.Run(ctx, key, meta, func(context.Context) error { return nil }))
@@ -205,4 +186,22 @@ func seedHasAlreadyTriggered(ctx context.Context, client *firestore.Client, key 
 		return tx.Create(ref, map[string]any{"createdAt": firestore.ServerTimestamp})
 	})
 	return seen, err
+}
+
+// markThenIncrement is the seed approach for case id: mark the event seen
+// with hasTriggered, then increment in a separate write (the window between
+// the two is what RunBatch closes).
+func (e *env) markThenIncrement(id string, hasTriggered func(context.Context, *firestore.Client, triggeronce.Key) (bool, error)) func(context.Context, int) error {
+	return func(ctx context.Context, n int) error {
+		key, _ := e.key(id, n, "incrementPostCount")
+		seen, err := hasTriggered(ctx, e.fs, key)
+		if err == nil && seen {
+			err = errDuplicate
+		}
+		if err != nil {
+			return err
+		}
+		_, err = e.user(n).Set(ctx, increment(), firestore.MergeAll)
+		return err
+	}
 }
